@@ -1,0 +1,45 @@
+// Package tenant creates and finds accounts. A self-hosted install starts
+// with one default account, created on first use by whichever process (the
+// server or the admin command) gets there first.
+package tenant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/ipam"
+	"github.com/wiremesh/wiremesh/management/store"
+)
+
+// Default returns the oldest account, creating it if there is none.
+func Default(ctx context.Context, st *store.Store, now time.Time) (account.Account, error) {
+	var acc account.Account
+	err := st.Tx(ctx, func(tx *store.Tx) error {
+		accs, err := tx.Accounts(ctx)
+		if err != nil {
+			return err
+		}
+		if len(accs) > 0 {
+			acc = accs[0]
+			return nil
+		}
+		network, err := ipam.RandomNetwork()
+		if err != nil {
+			return err
+		}
+		acc = account.Account{ID: account.ID(uuid.NewString()), Domain: account.DefaultDomain, Network: network, CreatedAt: now.UTC()}
+		return tx.InsertAccount(ctx, acc)
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return Default(ctx, st, now)
+	}
+	if err != nil {
+		return account.Account{}, fmt.Errorf("default account: %w", err)
+	}
+	return acc, nil
+}

@@ -1,0 +1,28 @@
+package turncreds
+
+import (
+	"testing"
+	"time"
+)
+
+func TestCredentials(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	i := Issuer{Secret: "s3cret", TTL: time.Hour}
+	u, p := i.Credentials(now)
+	if u != "1700003600" {
+		t.Fatalf("user %q", u)
+	}
+	// Known value: printf 1700003600 | openssl dgst -sha1 -hmac s3cret -binary | base64
+	if p != "hkHv/K58ZdACCJ9F4MWT46M317I=" {
+		t.Fatalf("password %q", p)
+	}
+	if !Valid("s3cret", u, p, now) || Valid("s3cret", u, p, now.Add(time.Hour)) || Valid("other", u, p, now) || Valid("s3cret", u+"0", p, now) {
+		t.Fatal("validation")
+	}
+	if i.Refresh() != 45*time.Minute {
+		t.Fatalf("refresh %v", i.Refresh())
+	}
+	if u, p := (Issuer{StaticUser: "a", StaticPass: "b"}).Credentials(now); u != "a" || p != "b" {
+		t.Fatal("static")
+	}
+}
