@@ -1,0 +1,139 @@
+// Command netbird-server is the all-in-one server: management, signal and an
+// embedded STUN/TURN server, with management and signal gRPC on one TCP port
+// and no configuration file.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wiremesh/wiremesh/internal/grpcserver"
+	"github.com/wiremesh/wiremesh/internal/logging"
+	"github.com/wiremesh/wiremesh/internal/netaddr"
+	"github.com/wiremesh/wiremesh/internal/turnserver"
+	"github.com/wiremesh/wiremesh/internal/version"
+	"github.com/wiremesh/wiremesh/management/admin"
+	mgmt "github.com/wiremesh/wiremesh/management/server"
+	"github.com/wiremesh/wiremesh/management/turncreds"
+	sig "github.com/wiremesh/wiremesh/signal/server"
+)
+
+func main() {
+	if err := command().ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	dataDir, listen, publicAddr, logLevel string
+	stunPort                              int
+	turnSecret, turnRelayIP               string
+}
+
+func command() *cobra.Command {
+	var o options
+	cmd := &cobra.Command{
+		Use:           "netbird-server",
+		Short:         "All-in-one mesh VPN server: management, signal and STUN/TURN",
+		Version:       version.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE:          func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.dataDir, "datadir", "/var/lib/netbird-server", "directory holding the store")
+	f.StringVar(&o.listen, "listen", ":33073", "TCP address for management and signal gRPC")
+	f.StringVar(&o.publicAddr, "public-address", "", "host name or IP clients reach this server at (default: the host each client dialed)")
+	f.IntVar(&o.stunPort, "stun-port", 3478, "UDP port of the embedded STUN/TURN server (0 disables it)")
+	f.StringVar(&o.turnSecret, "turn-secret", "", "TURN REST shared secret (default: random at each start)")
+	f.StringVar(&o.turnRelayIP, "turn-relay-ip", "", "IPv4 address of relayed TURN allocations (default: public address or first global IPv4)")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.AddCommand(admin.Command("/var/lib/netbird-server"))
+	return cmd
+}
+
+func run(ctx context.Context, o options) error {
+	log, err := logging.New(os.Stderr, o.logLevel)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (choose another with --listen)", o.listen, err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+
+	adv := mgmt.Advertiser{PublicHost: o.publicAddr, SignalPort: port}
+	issuer := turncreds.Issuer{Secret: o.turnSecret}
+	if o.stunPort != 0 {
+		if issuer.Secret == "" {
+			b := make([]byte, 24)
+			if _, err := rand.Read(b); err != nil {
+				return err
+			}
+			issuer.Secret = hex.EncodeToString(b)
+		}
+		relayIP, err := netaddr.RelayIP(ctx, firstNonEmpty(o.turnRelayIP, o.publicAddr))
+		if err != nil {
+			return fmt.Errorf("TURN relay address: %w (set --turn-relay-ip)", err)
+		}
+		ts, err := turnserver.Start(turnserver.Options{Listen: ":" + strconv.Itoa(o.stunPort), RelayIP: relayIP, Secret: issuer.Secret, Log: log})
+		if err != nil {
+			return fmt.Errorf("%w (choose another with --stun-port, or 0 to disable)", err)
+		}
+		defer ts.Close()
+		adv.STUNPort, adv.TURNPort = ts.Port(), ts.Port()
+		log.Info("STUN/TURN listening", "udp_port", ts.Port(), "relay_ip", relayIP)
+	}
+
+	m, err := mgmt.Open(ctx, mgmt.Options{DataDir: o.dataDir, Log: log, Advertise: adv, TURN: issuer})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	s := sig.New(sig.Options{Log: log})
+	g := grpcserver.New()
+	m.Register(g)
+	s.Register(g)
+
+	fmt.Fprintf(os.Stderr, "netbird-server %s: management and signal on %s (gRPC), STUN/TURN on UDP %d, data in %s\n", version.Version, ln.Addr(), adv.STUNPort, o.dataDir)
+	fmt.Fprintf(os.Stderr, "Create a setup key:  netbird-server admin --datadir %s setup-keys create --reusable\n", o.dataDir)
+	fmt.Fprintf(os.Stderr, "Join a peer:         netbird up --management-url http://%s --setup-key KEY\n", hostPort(o.publicAddr, port))
+
+	// End long-lived streams first so that the graceful stop is quick.
+	stopStreams := context.AfterFunc(ctx, func() { m.API.Close(); s.Close() })
+	defer stopStreams()
+	return grpcserver.Serve(ctx, ln, g, http.NotFoundHandler(), log, 5*time.Second)
+}
+
+func hostPort(public string, port int) string {
+	if public == "" {
+		public = "THIS_HOST"
+	}
+	return net.JoinHostPort(public, strconv.Itoa(port))
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

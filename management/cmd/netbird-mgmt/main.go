@@ -1,0 +1,103 @@
+// Command netbird-mgmt runs the management service alone (signal and
+// STUN/TURN elsewhere), and administers its store.
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wiremesh/wiremesh/internal/grpcserver"
+	"github.com/wiremesh/wiremesh/internal/logging"
+	"github.com/wiremesh/wiremesh/internal/version"
+	"github.com/wiremesh/wiremesh/management/admin"
+	mgmt "github.com/wiremesh/wiremesh/management/server"
+	"github.com/wiremesh/wiremesh/management/turncreds"
+)
+
+func main() {
+	if err := command().ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+const defaultDir = "/var/lib/netbird-mgmt"
+
+func command() *cobra.Command {
+	var (
+		dataDir, listen, publicAddr, signalAddr, logLevel, turnSecret, turnUser, turnPass string
+		stuns, turns                                                                      []string
+		signalTLS                                                                         bool
+		turnTTL                                                                           time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:           "netbird-mgmt",
+		Short:         "Mesh VPN management server",
+		Version:       version.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+	}
+	f := cmd.Flags()
+	f.StringVar(&dataDir, "datadir", defaultDir, "directory holding the store")
+	f.StringVar(&listen, "listen", ":33073", "TCP address for management gRPC")
+	f.StringVar(&publicAddr, "public-address", "", "host clients reach STUN/TURN and signal at when those URIs name no host (default: the host each client dialed)")
+	f.StringVar(&signalAddr, "signal", "", "signal server host:port to hand to clients (required)")
+	f.BoolVar(&signalTLS, "signal-tls", false, "the signal server uses TLS")
+	f.StringSliceVar(&stuns, "stun", nil, "STUN URI to hand out, e.g. stun:stun.example.com:3478 (repeatable)")
+	f.StringSliceVar(&turns, "turn", nil, "TURN URI to hand out, e.g. turn:turn.example.com:3478?transport=udp (repeatable)")
+	f.StringVar(&turnSecret, "turn-secret", "", "TURN REST shared secret (coturn static-auth-secret) for time-limited credentials")
+	f.DurationVar(&turnTTL, "turn-ttl", turncreds.DefaultTTL, "lifetime of issued TURN credentials")
+	f.StringVar(&turnUser, "turn-user", "", "static TURN user (when no --turn-secret)")
+	f.StringVar(&turnPass, "turn-password", "", "static TURN password (when no --turn-secret)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if signalAddr == "" {
+			return fmt.Errorf("--signal HOST:PORT is required (where clients reach netbird-signal)")
+		}
+		sh, sp, err := net.SplitHostPort(signalAddr)
+		if err != nil {
+			return fmt.Errorf("--signal %q: want host:port: %w", signalAddr, err)
+		}
+		port, err := strconv.Atoi(sp)
+		if err != nil {
+			return fmt.Errorf("--signal %q: bad port", signalAddr)
+		}
+		log, err := logging.New(os.Stderr, logLevel)
+		if err != nil {
+			return err
+		}
+		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w (choose another with --listen)", listen, err)
+		}
+		adv := mgmt.Advertiser{PublicHost: publicAddr, SignalHost: sh, SignalPort: port, SignalTLS: signalTLS, ExtraSTUNs: stuns, ExtraTURNs: turns}
+		m, err := mgmt.Open(ctx, mgmt.Options{DataDir: dataDir, Log: log, Advertise: adv,
+			TURN: turncreds.Issuer{Secret: turnSecret, TTL: turnTTL, StaticUser: turnUser, StaticPass: turnPass}})
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer m.Close()
+		g := grpcserver.New()
+		m.Register(g)
+		fmt.Fprintf(os.Stderr, "netbird-mgmt %s: management gRPC on %s, signal advertised as %s, data in %s\n", version.Version, ln.Addr(), signalAddr, dataDir)
+		fmt.Fprintf(os.Stderr, "Create a setup key: netbird-mgmt admin --datadir %s setup-keys create --reusable\n", dataDir)
+		stopStreams := context.AfterFunc(ctx, m.API.Close)
+		defer stopStreams()
+		return grpcserver.Serve(ctx, ln, g, http.NotFoundHandler(), log, 5*time.Second)
+	}
+	cmd.AddCommand(admin.Command(defaultDir))
+	return cmd
+}

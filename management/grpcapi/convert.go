@@ -1,0 +1,148 @@
+package grpcapi
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/networkmap"
+	"github.com/wiremesh/wiremesh/proto/mgmtpb"
+)
+
+// maxField bounds every self-reported string we keep, so a hostile client
+// cannot bloat the store.
+const maxField = 256
+
+func clip(s string) string {
+	if len(s) <= maxField {
+		return s
+	}
+	s = s[:maxField]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func metaFromProto(m *mgmtpb.PeerSystemMeta) account.Meta {
+	out := account.Meta{
+		Hostname:       clip(m.GetHostname()),
+		GoOS:           clip(m.GetGoOS()),
+		Kernel:         clip(m.GetKernel()),
+		KernelVersion:  clip(m.GetKernelVersion()),
+		Core:           clip(m.GetCore()),
+		Platform:       clip(m.GetPlatform()),
+		OS:             clip(m.GetOS()),
+		OSVersion:      clip(m.GetOSVersion()),
+		NetbirdVersion: clip(m.GetNetbirdVersion()),
+		UIVersion:      clip(m.GetUiVersion()),
+		SerialNumber:   clip(m.GetSysSerialNumber()),
+		ProductName:    clip(m.GetSysProductName()),
+		Manufacturer:   clip(m.GetSysManufacturer()),
+	}
+	for i, a := range m.GetNetworkAddresses() {
+		if i == 32 {
+			break
+		}
+		out.Addresses = append(out.Addresses, clip(a.GetNetIP()))
+	}
+	return out
+}
+
+// legacyClient reports whether a client predates NetworkMap-only syncs
+// (about 0.29.3) and so reads the deprecated top-level SyncResponse fields.
+func legacyClient(version string) bool {
+	parts := strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3)
+	if len(parts) < 3 {
+		return false // development builds and unknown versions are current
+	}
+	n := make([]int, 3)
+	for i, p := range parts {
+		p, _, _ = strings.Cut(p, "-")
+		v, err := strconv.Atoi(p)
+		if err != nil {
+			return false
+		}
+		n[i] = v
+	}
+	return n[0] == 0 && (n[1] < 29 || n[1] == 29 && n[2] < 3)
+}
+
+// allowAllRules is the explicit allow-all the spec recommends: ALL IN and
+// ALL OUT for any peer, with a 0.0.0.0/0 source prefix for clients that
+// read sourcePrefixes.
+func allowAllRules() []*mgmtpb.FirewallRule {
+	any4 := []byte{0, 0, 0, 0, 0}
+	return []*mgmtpb.FirewallRule{
+		{PeerIP: "0.0.0.0", Direction: mgmtpb.RuleDirection_IN, Action: mgmtpb.RuleAction_ACCEPT, Protocol: mgmtpb.RuleProtocol_ALL, SourcePrefixes: [][]byte{any4}},
+		{PeerIP: "0.0.0.0", Direction: mgmtpb.RuleDirection_OUT, Action: mgmtpb.RuleAction_ACCEPT, Protocol: mgmtpb.RuleProtocol_ALL, SourcePrefixes: [][]byte{any4}},
+	}
+}
+
+func peerConfig(m networkmap.Map) *mgmtpb.PeerConfig {
+	return &mgmtpb.PeerConfig{
+		Address:   m.Address(),
+		SshConfig: &mgmtpb.SSHConfig{},
+		Fqdn:      m.Self.FQDN(m.Domain),
+	}
+}
+
+func remotePeers(m networkmap.Map) []*mgmtpb.RemotePeerConfig {
+	out := make([]*mgmtpb.RemotePeerConfig, 0, len(m.Peers))
+	for _, p := range m.Peers {
+		out = append(out, &mgmtpb.RemotePeerConfig{
+			WgPubKey:   p.Key.String(),
+			AllowedIps: []string{netip.PrefixFrom(p.IP, 32).String()},
+			SshConfig:  &mgmtpb.SSHConfig{SshPubKey: []byte(p.SSHPubKey)},
+			Fqdn:       p.FQDN(m.Domain),
+		})
+	}
+	return out
+}
+
+func networkMapProto(m networkmap.Map) *mgmtpb.NetworkMap {
+	rp := remotePeers(m)
+	nm := &mgmtpb.NetworkMap{
+		Serial:                     m.Serial,
+		PeerConfig:                 peerConfig(m),
+		RemotePeers:                rp,
+		RemotePeersIsEmpty:         len(rp) == 0,
+		DNSConfig:                  &mgmtpb.DNSConfig{},
+		RoutesFirewallRulesIsEmpty: true,
+	}
+	if m.AllowAll {
+		nm.FirewallRules = allowAllRules()
+	} else {
+		nm.FirewallRulesIsEmpty = true
+	}
+	return nm
+}
+
+// syncResponse is a full update; cfg may be nil for a map-only push.
+func syncResponse(m networkmap.Map, cfg *mgmtpb.NetbirdConfig, legacy bool) *mgmtpb.SyncResponse {
+	nm := networkMapProto(m)
+	r := &mgmtpb.SyncResponse{NetbirdConfig: cfg, NetworkMap: nm}
+	if legacy {
+		r.PeerConfig = nm.PeerConfig
+		r.RemotePeers = nm.RemotePeers
+		r.RemotePeersIsEmpty = nm.RemotePeersIsEmpty
+	}
+	return r
+}
+
+// deletedResponse tells a removed peer to drop every connection, as the
+// reference does before closing its stream.
+func deletedResponse(serial uint64) *mgmtpb.SyncResponse {
+	return &mgmtpb.SyncResponse{
+		RemotePeers:        []*mgmtpb.RemotePeerConfig{},
+		RemotePeersIsEmpty: true,
+		NetworkMap: &mgmtpb.NetworkMap{
+			Serial:               serial,
+			RemotePeersIsEmpty:   true,
+			FirewallRulesIsEmpty: true,
+			DNSConfig:            &mgmtpb.DNSConfig{},
+		},
+	}
+}

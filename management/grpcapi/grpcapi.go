@@ -1,0 +1,242 @@
+// Package grpcapi is the management gRPC boundary: it opens and seals the
+// NetBird envelope, converts protobuf to domain values and back, and maps
+// domain errors to the status codes the official client depends on
+// (SPEC-wire.md §4.1, §10). Rules live in the domain packages.
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/wiremesh/wiremesh/internal/envelope"
+	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/networkmap"
+	"github.com/wiremesh/wiremesh/management/peers"
+	"github.com/wiremesh/wiremesh/management/setupkey"
+	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/turncreds"
+	"github.com/wiremesh/wiremesh/management/updates"
+	"github.com/wiremesh/wiremesh/proto/mgmtpb"
+)
+
+// Endpoints are the service addresses handed to clients.
+type Endpoints struct {
+	Signal    string // host:port, no scheme
+	SignalTLS bool
+	STUNs     []string // stun:host:port
+	TURNs     []string // turn:host:port?transport=udp
+}
+
+// Advertiser decides what to advertise to a client that dialed host.
+type Advertiser interface {
+	Advertise(dialedHost string) Endpoints
+}
+
+// Options wire the server.
+type Options struct {
+	Store     *store.Store
+	Peers     *peers.Service
+	Hub       *updates.Hub
+	ServerKey key.Private
+	Advertise Advertiser
+	TURN      turncreds.Issuer
+	MaxSyncs  int // concurrent Sync streams; 0 means 1000
+	Log       *slog.Logger
+	Now       func() time.Time
+}
+
+// Server implements management.ManagementService.
+type Server struct {
+	mgmtpb.UnimplementedManagementServiceServer
+	o      Options
+	pub    key.Public
+	syncs  atomic.Int64
+	closed chan struct{}
+}
+
+// New returns a Server. Call Close to end open streams.
+func New(o Options) *Server {
+	if o.MaxSyncs == 0 {
+		o.MaxSyncs = 1000
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Server{o: o, pub: o.ServerKey.Public(), closed: make(chan struct{})}
+}
+
+// Register adds the service to g.
+func (s *Server) Register(g *grpc.Server) { mgmtpb.RegisterManagementServiceServer(g, s) }
+
+// Close ends every open Sync and Job stream so that a graceful stop does not wait for clients.
+func (s *Server) Close() {
+	select {
+	case <-s.closed:
+	default:
+		close(s.closed)
+	}
+}
+
+var errBadMessage = status.Error(codes.InvalidArgument, "invalid request message")
+
+// open authenticates and decrypts a request. It returns the sender's key and
+// the per-peer shared key for the reply.
+func (s *Server) open(req *mgmtpb.EncryptedMessage, into proto.Message) (key.Public, *envelope.Shared, error) {
+	pk, err := key.ParsePublic(req.GetWgPubKey())
+	if err != nil {
+		return key.Public{}, nil, status.Error(codes.InvalidArgument, "invalid wgPubKey: "+err.Error())
+	}
+	sh := envelope.NewShared(s.o.ServerKey, pk)
+	if err := sh.OpenProto(req.GetBody(), into); err != nil {
+		return key.Public{}, nil, errBadMessage
+	}
+	return pk, sh, nil
+}
+
+func (s *Server) seal(sh *envelope.Shared, m proto.Message) (*mgmtpb.EncryptedMessage, error) {
+	body, err := sh.SealProto(m)
+	if err != nil {
+		return nil, status.Error(codes.Internal, "seal response")
+	}
+	return &mgmtpb.EncryptedMessage{WgPubKey: s.pub.String(), Body: body}, nil
+}
+
+// GetServerKey returns the key clients seal their requests with.
+func (s *Server) GetServerKey(context.Context, *mgmtpb.Empty) (*mgmtpb.ServerKeyResponse, error) {
+	return &mgmtpb.ServerKeyResponse{Key: s.pub.String(), ExpiresAt: timestamppb.New(s.o.Now().Add(24 * time.Hour))}, nil
+}
+
+// IsHealthy answers health probes.
+func (s *Server) IsHealthy(context.Context, *mgmtpb.Empty) (*mgmtpb.Empty, error) {
+	return &mgmtpb.Empty{}, nil
+}
+
+// Login registers or logs in a peer.
+func (s *Server) Login(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgmtpb.EncryptedMessage, error) {
+	var lr mgmtpb.LoginRequest
+	pk, sh, err := s.open(req, &lr)
+	if err != nil {
+		return nil, err
+	}
+	if lr.GetMeta() == nil {
+		return nil, status.Error(codes.FailedPrecondition, "peer system meta is required")
+	}
+	if lr.GetSetupKey() == "" && lr.GetJwtToken() != "" {
+		return nil, status.Error(codes.PermissionDenied, "SSO login is not configured on this server; use a setup key")
+	}
+	peer, acc, err := s.o.Peers.Login(ctx, peers.LoginInput{
+		Key:       pk,
+		SetupKey:  lr.GetSetupKey(),
+		Meta:      metaFromProto(lr.GetMeta()),
+		SSHPubKey: clip(string(lr.GetPeerKeys().GetSshPubKey())),
+	})
+	if err != nil {
+		return nil, s.loginError(ctx, pk, err)
+	}
+	m := networkmap.Map{Domain: acc.Domain, Network: acc.Network, Self: peer}
+	resp := &mgmtpb.LoginResponse{
+		NetbirdConfig: s.netbirdConfig(ctx),
+		PeerConfig:    peerConfig(m),
+	}
+	return s.seal(sh, resp)
+}
+
+func (s *Server) loginError(ctx context.Context, pk key.Public, err error) error {
+	switch {
+	case errors.Is(err, peers.ErrNotRegistered):
+		return status.Error(codes.PermissionDenied, "no peer auth method provided, please use a setup key or interactive SSO login")
+	case errors.Is(err, setupkey.ErrInvalid):
+		// PermissionDenied makes the official client fail at once with
+		// NeedsLogin instead of retrying a hopeless key for two minutes.
+		return status.Error(codes.PermissionDenied, "couldn't add peer: "+err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	}
+	s.o.Log.ErrorContext(ctx, "login failed", "peer_key", pk.String(), "err", err)
+	return status.Error(codes.Internal, "login failed")
+}
+
+// netbirdConfig is the full config; it is authoritative on the client, so
+// it always carries everything (signal, STUN, fresh TURN credentials).
+func (s *Server) netbirdConfig(ctx context.Context) *mgmtpb.NetbirdConfig {
+	ep := s.o.Advertise.Advertise(dialedHost(ctx))
+	proto := mgmtpb.HostConfig_HTTP
+	if ep.SignalTLS {
+		proto = mgmtpb.HostConfig_HTTPS
+	}
+	cfg := &mgmtpb.NetbirdConfig{Signal: &mgmtpb.HostConfig{Uri: ep.Signal, Protocol: proto}}
+	for _, u := range ep.STUNs {
+		cfg.Stuns = append(cfg.Stuns, &mgmtpb.HostConfig{Uri: u, Protocol: mgmtpb.HostConfig_UDP})
+	}
+	if len(ep.TURNs) > 0 {
+		user, pass := s.o.TURN.Credentials(s.o.Now())
+		for _, u := range ep.TURNs {
+			cfg.Turns = append(cfg.Turns, &mgmtpb.ProtectedHostConfig{HostConfig: &mgmtpb.HostConfig{Uri: u, Protocol: mgmtpb.HostConfig_UDP}, User: user, Password: pass})
+		}
+	}
+	return cfg
+}
+
+// dialedHost is the host part of the :authority the client used, so that a
+// server without --public-address advertises an address the client reaches.
+func dialedHost(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	auth := ""
+	if v := md.Get(":authority"); len(v) > 0 {
+		auth = v[0]
+	}
+	if h, _, err := net.SplitHostPort(auth); err == nil {
+		return h
+	}
+	return auth
+}
+
+// loadMap computes the peer's current map. ok is false when the peer no
+// longer exists.
+func (s *Server) loadMap(ctx context.Context, id account.PeerID, acc account.ID) (m networkmap.Map, ok bool, err error) {
+	err = s.o.Store.Read(ctx, func(tx *store.Tx) error {
+		a, err := tx.Account(ctx, acc)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ps, err := tx.Peers(ctx, acc)
+		if err != nil {
+			return err
+		}
+		m, ok = networkmap.Compute(a, ps, id)
+		return nil
+	})
+	return m, ok, err
+}
+
+func (s *Server) registeredPeer(ctx context.Context, pk key.Public) (account.Peer, error) {
+	var p account.Peer
+	err := s.o.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		p, err = tx.PeerByKey(ctx, pk)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return p, status.Error(codes.PermissionDenied, "peer is not registered")
+	}
+	if err != nil {
+		s.o.Log.ErrorContext(ctx, "peer lookup failed", "err", err)
+		return p, status.Error(codes.Internal, "peer lookup failed")
+	}
+	return p, nil
+}

@@ -1,0 +1,192 @@
+package grpcapi
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/wiremesh/wiremesh/proto/mgmtpb"
+)
+
+// Sync streams the peer's network map: the full state at once, a new map
+// whenever its account changes, and fresh TURN credentials before the old
+// ones expire. A newer Sync of the same peer replaces this one.
+func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingServer[mgmtpb.EncryptedMessage]) error {
+	ctx := stream.Context()
+	var sr mgmtpb.SyncRequest
+	pk, sh, err := s.open(req, &sr)
+	if err != nil {
+		return err
+	}
+	peer, err := s.registeredPeer(ctx, pk)
+	if err != nil {
+		return err
+	}
+	if n := s.syncs.Add(1); n > int64(s.o.MaxSyncs) {
+		s.syncs.Add(-1)
+		return status.Error(codes.ResourceExhausted, "too many concurrent sync streams")
+	}
+	defer s.syncs.Add(-1)
+	if sr.GetMeta() != nil {
+		if err := s.o.Peers.UpdateMeta(ctx, pk, metaFromProto(sr.GetMeta())); err != nil {
+			s.o.Log.WarnContext(ctx, "update meta on sync", "peer", peer.ID, "err", err)
+		}
+	}
+	legacy := legacyClient(sr.GetMeta().GetNetbirdVersion())
+
+	sub := s.o.Hub.Subscribe(peer.AccountID, peer.ID)
+	defer func() {
+		if s.o.Hub.Unsubscribe(sub) {
+			// Only the current stream marks the peer offline: a replaced one
+			// must not overwrite its successor's state. The request context is
+			// gone by now, so use a short fresh one.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = s.o.Peers.SetConnected(cctx, peer.ID, false)
+		}
+	}()
+	if err := s.o.Peers.SetConnected(ctx, peer.ID, true); err != nil {
+		s.o.Log.WarnContext(ctx, "mark connected", "peer", peer.ID, "err", err)
+	}
+	s.o.Log.InfoContext(ctx, "sync stream open", "peer", peer.ID, "ip", peer.IP)
+
+	send := func(r *mgmtpb.SyncResponse) error {
+		msg, err := s.seal(sh, r)
+		if err != nil {
+			return err
+		}
+		return stream.Send(msg)
+	}
+	var sent uint64
+	// push sends the current map if it is newer than what the peer has. It
+	// returns done=true when the peer was deleted.
+	push := func(full bool) (done bool, err error) {
+		m, ok, err := s.loadMap(ctx, peer.ID, peer.AccountID)
+		if err != nil {
+			return false, status.Error(codes.Internal, "compute network map")
+		}
+		if !ok {
+			s.o.Log.InfoContext(ctx, "peer removed, closing its stream", "peer", peer.ID)
+			return true, send(deletedResponse(sent + 1))
+		}
+		if !full && m.Serial <= sent {
+			return false, nil
+		}
+		var cfg = (*mgmtpb.NetbirdConfig)(nil)
+		if full {
+			cfg = s.netbirdConfig(ctx)
+		}
+		sent = m.Serial
+		return false, send(syncResponse(m, cfg, legacy))
+	}
+	if done, err := push(true); done || err != nil {
+		return err
+	}
+	refresh := time.NewTicker(s.o.TURN.Refresh())
+	defer refresh.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.closed:
+			return status.Error(codes.Unavailable, "server shutting down")
+		case <-sub.Replaced():
+			return status.Error(codes.Aborted, "replaced by a newer sync stream of the same peer")
+		case <-sub.Wake():
+			if done, err := push(false); done || err != nil {
+				return err
+			}
+		case <-refresh.C:
+			if err := send(&mgmtpb.SyncResponse{NetbirdConfig: s.netbirdConfig(ctx)}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// SyncMeta stores refreshed system metadata.
+func (s *Server) SyncMeta(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgmtpb.Empty, error) {
+	var r mgmtpb.SyncMetaRequest
+	pk, _, err := s.open(req, &r)
+	if err != nil {
+		return nil, err
+	}
+	if r.GetMeta() == nil {
+		return nil, status.Error(codes.FailedPrecondition, "peer system meta is required")
+	}
+	if _, err := s.registeredPeer(ctx, pk); err != nil {
+		return nil, err
+	}
+	if err := s.o.Peers.UpdateMeta(ctx, pk, metaFromProto(r.GetMeta())); err != nil {
+		return nil, status.Error(codes.Internal, "update meta")
+	}
+	return &mgmtpb.Empty{}, nil
+}
+
+// Logout deletes the calling peer.
+func (s *Server) Logout(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgmtpb.Empty, error) {
+	var e mgmtpb.Empty
+	pk, _, err := s.open(req, &e)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.registeredPeer(ctx, pk)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.o.Peers.Delete(ctx, p.ID); err != nil {
+		return nil, status.Error(codes.Internal, "delete peer")
+	}
+	return &mgmtpb.Empty{}, nil
+}
+
+// Job accepts the client's handshake and holds the stream: we issue no
+// remote jobs yet. It must never answer PermissionDenied to a registered
+// peer (the client would restart its engine).
+func (s *Server) Job(stream grpc.BidiStreamingServer[mgmtpb.EncryptedMessage, mgmtpb.EncryptedMessage]) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	var jr mgmtpb.JobRequest
+	pk, _, err := s.open(first, &jr)
+	if err != nil {
+		return err
+	}
+	if _, err := s.registeredPeer(ctx, pk); err != nil {
+		return err
+	}
+	// Drain anything else the client sends until it goes away. The reader
+	// ends when this handler returns, because that cancels the stream.
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		for {
+			if _, err := stream.Recv(); err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-gone:
+		return nil
+	case <-ctx.Done():
+		return nil
+	case <-s.closed:
+		return status.Error(codes.Unavailable, "server shutting down")
+	}
+}
+
+// GetDeviceAuthorizationFlow answers NotFound: no SSO provider is configured.
+func (s *Server) GetDeviceAuthorizationFlow(context.Context, *mgmtpb.EncryptedMessage) (*mgmtpb.EncryptedMessage, error) {
+	return nil, status.Error(codes.NotFound, "no SSO provider is configured; use a setup key")
+}
+
+// GetPKCEAuthorizationFlow answers NotFound: no SSO provider is configured.
+func (s *Server) GetPKCEAuthorizationFlow(context.Context, *mgmtpb.EncryptedMessage) (*mgmtpb.EncryptedMessage, error) {
+	return nil, status.Error(codes.NotFound, "no SSO provider is configured; use a setup key")
+}

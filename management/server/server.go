@@ -1,0 +1,190 @@
+// Package server wires the management service together: store, server key,
+// peer lifecycle, update fan-out, the gRPC API and a watcher that picks up
+// changes made by other processes sharing the store (the admin command, or
+// another management instance). It does not listen; the binaries do.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/grpcapi"
+	"github.com/wiremesh/wiremesh/management/peers"
+	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/tenant"
+	"github.com/wiremesh/wiremesh/management/turncreds"
+	"github.com/wiremesh/wiremesh/management/updates"
+)
+
+// Options configure management.
+type Options struct {
+	DataDir   string
+	Log       *slog.Logger
+	Advertise grpcapi.Advertiser
+	TURN      turncreds.Issuer
+	// Poll is how often the store is checked for changes made elsewhere.
+	Poll time.Duration
+}
+
+// Server is a running management service.
+type Server struct {
+	Store *store.Store
+	Peers *peers.Service
+	Hub   *updates.Hub
+	API   *grpcapi.Server
+
+	log    *slog.Logger
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+const serverKeySetting = "server_private_key"
+
+// Open opens the store and starts the change watcher.
+func Open(ctx context.Context, o Options) (*Server, error) {
+	if o.Poll <= 0 {
+		o.Poll = time.Second
+	}
+	st, err := store.OpenSQLite(ctx, o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	priv, err := serverKey(ctx, st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if _, err := tenant.Default(ctx, st, time.Now()); err != nil {
+		st.Close()
+		return nil, err
+	}
+	hub := updates.NewHub()
+	ps := peers.New(st, hub, o.Log, nil)
+	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Log: o.Log})
+	wctx, cancel := context.WithCancel(context.Background())
+	s := &Server{Store: st, Peers: ps, Hub: hub, API: api, log: o.Log, cancel: cancel}
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.watch(wctx, o.Poll) }()
+	return s, nil
+}
+
+// Register adds the management service to g.
+func (s *Server) Register(g *grpc.Server) { s.API.Register(g) }
+
+// Close ends streams, stops the watcher and closes the store. Call it after
+// the gRPC server has stopped accepting.
+func (s *Server) Close() error {
+	s.API.Close()
+	s.cancel()
+	s.wg.Wait()
+	return s.Store.Close()
+}
+
+// serverKey loads the persisted server key, creating it once. Keeping it
+// across restarts is harmless for clients (they fetch it before every call)
+// and lets several instances on one store share it.
+func serverKey(ctx context.Context, st *store.Store) (key.Private, error) {
+	for {
+		var v string
+		err := st.Read(ctx, func(tx *store.Tx) error {
+			var err error
+			v, err = tx.Setting(ctx, serverKeySetting)
+			return err
+		})
+		if err == nil {
+			return key.ParsePrivate(v)
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return key.Private{}, fmt.Errorf("server key: %w", err)
+		}
+		k, err := key.NewPrivate()
+		if err != nil {
+			return key.Private{}, err
+		}
+		err = st.Tx(ctx, func(tx *store.Tx) error { return tx.InsertSetting(ctx, serverKeySetting, k.String()) })
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			return key.Private{}, fmt.Errorf("server key: %w", err)
+		}
+	}
+}
+
+// watch wakes streams of accounts whose serial moved without us knowing,
+// which is how changes by the admin command or another instance arrive.
+func (s *Server) watch(ctx context.Context, every time.Duration) {
+	seen := map[account.ID]uint64{}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var accs []account.Account
+		if err := s.Store.Read(ctx, func(tx *store.Tx) error {
+			var err error
+			accs, err = tx.Accounts(ctx)
+			return err
+		}); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("change watcher", "err", err)
+			}
+			continue
+		}
+		for _, a := range accs {
+			if old, ok := seen[a.ID]; ok && old != a.Serial {
+				s.Hub.AccountChanged(a.ID)
+			}
+			seen[a.ID] = a.Serial
+		}
+	}
+}
+
+// Advertiser advertises fixed ports under either a configured public host
+// or the host the client dialed.
+type Advertiser struct {
+	PublicHost string // empty: use the dialed host
+	SignalHost string // empty: the public/dialed host
+	SignalPort int
+	SignalTLS  bool
+	STUNPort   int // 0: no embedded STUN
+	TURNPort   int // 0: no embedded TURN
+	ExtraSTUNs []string
+	ExtraTURNs []string
+}
+
+// Advertise implements grpcapi.Advertiser.
+func (a Advertiser) Advertise(dialed string) grpcapi.Endpoints {
+	host := a.PublicHost
+	if host == "" {
+		host = dialed
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	sh := a.SignalHost
+	if sh == "" {
+		sh = host
+	}
+	ep := grpcapi.Endpoints{Signal: net.JoinHostPort(sh, strconv.Itoa(a.SignalPort)), SignalTLS: a.SignalTLS}
+	hp := net.JoinHostPort(host, strconv.Itoa(a.STUNPort))
+	if a.STUNPort != 0 {
+		ep.STUNs = append(ep.STUNs, "stun:"+hp)
+	}
+	if a.TURNPort != 0 {
+		ep.TURNs = append(ep.TURNs, "turn:"+net.JoinHostPort(host, strconv.Itoa(a.TURNPort))+"?transport=udp")
+	}
+	ep.STUNs = append(ep.STUNs, a.ExtraSTUNs...)
+	ep.TURNs = append(ep.TURNs, a.ExtraTURNs...)
+	return ep
+}

@@ -1,0 +1,57 @@
+// Command netbird-signal runs the signal service alone.
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wiremesh/wiremesh/internal/grpcserver"
+	"github.com/wiremesh/wiremesh/internal/logging"
+	"github.com/wiremesh/wiremesh/internal/version"
+	sig "github.com/wiremesh/wiremesh/signal/server"
+)
+
+func main() {
+	var listen, logLevel string
+	cmd := &cobra.Command{
+		Use:           "netbird-signal",
+		Short:         "Mesh VPN signal server: relays sealed ICE offers, answers and candidates",
+		Version:       version.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := logging.New(os.Stderr, logLevel)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w (choose another with --listen)", listen, err)
+			}
+			s := sig.New(sig.Options{Log: log})
+			g := grpcserver.New()
+			s.Register(g)
+			fmt.Fprintf(os.Stderr, "netbird-signal %s: signal gRPC on %s\n", version.Version, ln.Addr())
+			stopStreams := context.AfterFunc(ctx, s.Close)
+			defer stopStreams()
+			return grpcserver.Serve(ctx, ln, g, http.NotFoundHandler(), log, 5*time.Second)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", ":10000", "TCP address for signal gRPC")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
