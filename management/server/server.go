@@ -73,8 +73,16 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Log: o.Log})
 	wctx, cancel := context.WithCancel(context.Background())
 	s := &Server{Store: st, Peers: ps, Hub: hub, API: api, log: o.Log, cancel: cancel}
+	// Take the baseline now, so a change made between start-up and the
+	// first poll is not mistaken for the starting state.
+	seen, err := s.serials(ctx)
+	if err != nil {
+		cancel()
+		st.Close()
+		return nil, err
+	}
 	s.wg.Add(1)
-	go func() { defer s.wg.Done(); s.watch(wctx, o.Poll) }()
+	go func() { defer s.wg.Done(); s.watch(wctx, o.Poll, seen) }()
 	return s, nil
 }
 
@@ -120,8 +128,8 @@ func serverKey(ctx context.Context, st *store.Store) (key.Private, error) {
 
 // watch wakes streams of accounts whose serial moved without us knowing,
 // which is how changes by the admin command or another instance arrive.
-func (s *Server) watch(ctx context.Context, every time.Duration) {
-	seen := map[account.ID]uint64{}
+// A new account counts as changed (its streams, if any, must look).
+func (s *Server) watch(ctx context.Context, every time.Duration, seen map[account.ID]uint64) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -130,24 +138,32 @@ func (s *Server) watch(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		var accs []account.Account
-		if err := s.Store.Read(ctx, func(tx *store.Tx) error {
-			var err error
-			accs, err = tx.Accounts(ctx)
-			return err
-		}); err != nil {
+		now, err := s.serials(ctx)
+		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("change watcher", "err", err)
 			}
 			continue
 		}
-		for _, a := range accs {
-			if old, ok := seen[a.ID]; ok && old != a.Serial {
-				s.Hub.AccountChanged(a.ID)
+		for id, serial := range now {
+			if old, ok := seen[id]; !ok || old != serial {
+				s.Hub.AccountChanged(id)
 			}
-			seen[a.ID] = a.Serial
 		}
+		seen = now
 	}
+}
+
+func (s *Server) serials(ctx context.Context) (map[account.ID]uint64, error) {
+	out := map[account.ID]uint64{}
+	err := s.Store.Read(ctx, func(tx *store.Tx) error {
+		accs, err := tx.Accounts(ctx)
+		for _, a := range accs {
+			out[a.ID] = a.Serial
+		}
+		return err
+	})
+	return out, err
 }
 
 // Advertiser advertises fixed ports under either a configured public host

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs the system packages tests need (Debian), once. Safe to re-run.
+set -euo pipefail
+need=()
+command -v protoc >/dev/null || need+=(protobuf-compiler)
+[ -f /usr/include/google/protobuf/timestamp.proto ] || need+=(libprotobuf-dev)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then echo "need root to install: ${need[*]}" >&2; exit 1; fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The project's full test run (what CI runs through .ci/run): installs what
+# the tests need, checks generated code, vets, and runs every test with -race.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+export PATH=$PATH:/usr/local/go/bin
+echo "== generated protobuf code"
+bash proto/gen.sh --check
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$') 2>/dev/null || true)
+[ -z "$unformatted" ] || { echo "not gofmt-formatted:"; echo "$unformatted"; exit 1; }
+echo "== go vet"
+go vet ./...
+echo "== go test -race"
+go test -race -timeout 20m -count=1 ./...
+echo "== fuzz (short runs of every fuzz target)"
+for target in $(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do
+  pkg=./$(dirname "$target")
+  for f in $(grep -o '^func Fuzz[A-Za-z0-9_]*' "$target" | sed 's/^func //'); do
+    go test -run '^$' -fuzz "^$f\$" -fuzztime 5s "$pkg"
+  done
+done
+echo "== all tests passed"
