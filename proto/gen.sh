@@ -25,8 +25,9 @@ gen() { # $1 proto file, $2 go package dir
 }
 gen management.proto mgmtpb
 gen signal.proto signalpb
+gen daemon.proto daemonpb
 if [ "${1:-}" = "--check" ]; then
-  for d in mgmtpb signalpb; do
+  for d in mgmtpb signalpb daemonpb; do
     diff -r "$out/$d" "$root/proto/$d" || { echo "generated code in proto/$d is stale: run bash proto/gen.sh" >&2; exit 1; }
   done
   echo "generated protobuf code is up to date"

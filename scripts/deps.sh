@@ -4,6 +4,10 @@ set -euo pipefail
 need=()
 command -v protoc >/dev/null || need+=(protobuf-compiler)
 [ -f /usr/include/google/protobuf/timestamp.proto ] || need+=(libprotobuf-dev)
+# network-namespace tests: routers with NAT, ping through the tunnels
+command -v ip >/dev/null || need+=(iproute2)
+command -v iptables >/dev/null || need+=(iptables)
+command -v ping >/dev/null || need+=(iputils-ping)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then echo "need root to install: ${need[*]}" >&2; exit 1; fi
   export DEBIAN_FRONTEND=noninteractive

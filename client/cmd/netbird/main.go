@@ -1,0 +1,327 @@
+// Command netbird is the agent: a CLI that drives its daemon over a unix
+// socket, and the daemon itself (`netbird service run`). Names and flags
+// follow the official client's, so scripts written for it work here.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/wiremesh/wiremesh/client/daemon"
+	"github.com/wiremesh/wiremesh/client/engine"
+	"github.com/wiremesh/wiremesh/client/mgmtclient"
+	"github.com/wiremesh/wiremesh/client/state"
+	"github.com/wiremesh/wiremesh/internal/logging"
+	"github.com/wiremesh/wiremesh/internal/version"
+	"github.com/wiremesh/wiremesh/proto/daemonpb"
+)
+
+func main() {
+	if err := root().ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(1)
+	}
+}
+
+type globals struct {
+	daemonAddr, mgmtURL, adminURL, logLevel, logFile, setupKey, setupKeyFile, psk, hostname, config string
+}
+
+func (g *globals) configPath() string {
+	if g.config != "" {
+		return g.config
+	}
+	return state.DefaultPath()
+}
+
+func root() *cobra.Command {
+	g := &globals{}
+	cmd := &cobra.Command{
+		Use:           "netbird",
+		Short:         "Mesh VPN agent",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&g.daemonAddr, "daemon-addr", "unix:///var/run/netbird.sock", "daemon service address (unix:///PATH)")
+	pf.StringVarP(&g.mgmtURL, "management-url", "m", "", "management server URL, e.g. http://HOST:33073 (remembered after the first up)")
+	pf.StringVar(&g.adminURL, "admin-url", "", "dashboard URL (accepted for compatibility)")
+	pf.StringVarP(&g.logLevel, "log-level", "l", "info", "debug, info, warn or error")
+	pf.StringVar(&g.logFile, "log-file", "console", "log destination: a path or console")
+	pf.StringVarP(&g.setupKey, "setup-key", "k", "", "setup key to register this machine")
+	pf.StringVar(&g.setupKeyFile, "setup-key-file", "", "file holding the setup key")
+	pf.StringVar(&g.psk, "preshared-key", "", "WireGuard pre-shared key (not supported yet; must be empty)")
+	pf.StringVarP(&g.hostname, "hostname", "n", "", "peer name (default: the machine's hostname)")
+	pf.StringVarP(&g.config, "config", "c", "", "profile config file (default: $NB_STATE_DIR/config.json)")
+	cmd.AddCommand(upCmd(g), downCmd(g), statusCmd(g), versionCmd(), serviceCmd(g), loginCmd(g), logoutCmd(g, "logout"), logoutCmd(g, "deregister"))
+	return cmd
+}
+
+func (g *globals) logger() (*os.File, error) {
+	if g.logFile == "" || g.logFile == "console" {
+		return os.Stderr, nil
+	}
+	return os.OpenFile(g.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+}
+
+func (g *globals) readSetupKey() (string, error) {
+	if g.setupKeyFile == "" {
+		return strings.TrimSpace(g.setupKey), nil
+	}
+	b, err := os.ReadFile(g.setupKeyFile)
+	if err != nil {
+		return "", fmt.Errorf("read --setup-key-file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func (g *globals) daemon(ctx context.Context) (daemonpb.DaemonServiceClient, func(), error) {
+	path, ok := strings.CutPrefix(g.daemonAddr, "unix://")
+	if !ok {
+		return nil, nil, fmt.Errorf("--daemon-addr %q: want unix:///PATH", g.daemonAddr)
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, nil, fmt.Errorf("the netbird daemon is not running at %s: start it with `netbird service run` (or `netbird service start`), or use `netbird up -F`", g.daemonAddr)
+	}
+	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	return daemonpb.NewDaemonServiceClient(conn), func() { conn.Close() }, nil
+}
+
+// plain strips the gRPC wrapping from daemon errors: users get its words.
+func plain(err error) error {
+	if s, ok := status.FromError(err); ok {
+		return errors.New(s.Message())
+	}
+	return err
+}
+
+type upFlags struct {
+	foreground, noBrowser, disableDNS, disableFirewall, allowSSH bool
+	iface, profile                                               string
+	port, mtu                                                    int
+	dnsLabels                                                    []string
+}
+
+func upCmd(g *globals) *cobra.Command {
+	var f upFlags
+	cmd := &cobra.Command{Use: "up", Short: "Connect this machine to the mesh", Args: cobra.NoArgs}
+	fl := cmd.Flags()
+	fl.BoolVarP(&f.foreground, "foreground-mode", "F", false, "run in the foreground, without the daemon")
+	fl.StringVar(&f.iface, "interface-name", state.DefaultInterface, "WireGuard interface name")
+	fl.IntVar(&f.port, "wireguard-port", state.DefaultPort, "WireGuard UDP port (a free one is used if taken)")
+	fl.IntVar(&f.mtu, "mtu", state.DefaultMTU, "interface MTU")
+	fl.BoolVar(&f.noBrowser, "no-browser", false, "do not open a browser for SSO (accepted)")
+	fl.BoolVar(&f.disableDNS, "disable-dns", false, "do not manage the system resolver")
+	fl.BoolVar(&f.disableFirewall, "disable-firewall", false, "do not install the peer firewall (accepted)")
+	fl.BoolVar(&f.allowSSH, "allow-server-ssh", false, "allow SSH to this machine (accepted)")
+	fl.StringSliceVar(&f.dnsLabels, "extra-dns-labels", nil, "extra DNS labels (accepted)")
+	fl.StringVar(&f.profile, "profile", "", "profile name (accepted; one profile per state directory)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if g.psk != "" {
+			return errors.New("--preshared-key is not supported yet")
+		}
+		sk, err := g.readSetupKey()
+		if err != nil {
+			return err
+		}
+		if g.mgmtURL != "" {
+			if _, err := mgmtclient.ParseURL(g.mgmtURL); err != nil {
+				return err
+			}
+		}
+		if f.foreground {
+			return upForeground(cmd.Context(), g, f, sk, cmd.Flags().Changed)
+		}
+		return upDaemon(cmd.Context(), g, f, sk, cmd.Flags().Changed)
+	}
+	return cmd
+}
+
+func upDaemon(ctx context.Context, g *globals, f upFlags, setupKey string, changed func(string) bool) error {
+	c, done, err := g.daemon(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	req := &daemonpb.LoginRequest{SetupKey: setupKey, ManagementUrl: g.mgmtURL, Hostname: g.hostname}
+	if changed("interface-name") {
+		req.InterfaceName = &f.iface
+	}
+	if changed("wireguard-port") {
+		p := int64(f.port)
+		req.WireguardPort = &p
+	}
+	if changed("mtu") {
+		m := int64(f.mtu)
+		req.Mtu = &m
+	}
+	if changed("disable-dns") {
+		req.DisableDns = &f.disableDNS
+	}
+	if _, err := c.Login(ctx, req); err != nil {
+		return plain(err)
+	}
+	if _, err := c.Up(ctx, &daemonpb.UpRequest{}); err != nil {
+		return plain(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		st, err := c.Status(ctx, &daemonpb.StatusRequest{})
+		if err == nil && st.GetStatus() == daemon.StatusConnected {
+			fmt.Println("Connected")
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.New("started, but not yet connected to management; see `netbird status`")
+}
+
+func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, changed func(string) bool) error {
+	out, err := g.logger()
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(out, g.logLevel)
+	if err != nil {
+		return err
+	}
+	cfg, err := state.Load(g.configPath())
+	if err != nil {
+		return err
+	}
+	if g.mgmtURL != "" {
+		t, _ := mgmtclient.ParseURL(g.mgmtURL)
+		cfg.ManagementURL = t.URL
+	}
+	if g.hostname != "" {
+		cfg.Hostname = g.hostname
+	}
+	if changed("interface-name") || cfg.InterfaceName == "" {
+		cfg.InterfaceName = f.iface
+	}
+	if changed("wireguard-port") {
+		cfg.WireguardPort = f.port
+	}
+	if changed("mtu") {
+		cfg.MTU = f.mtu
+	}
+	t, err := mgmtclient.ParseURL(cfg.ManagementURL)
+	if err != nil {
+		return err
+	}
+	if err := state.Save(g.configPath(), cfg); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fatal := make(chan error, 1)
+	e, err := engine.Start(ctx, engine.Options{Management: t, Private: cfg.Key(), SetupKey: setupKey, Hostname: cfg.Hostname,
+		Interface: cfg.InterfaceName, WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: version.Version, Log: log,
+		OnFatal: func(err error) { fatal <- err }})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "Connected (foreground); press Ctrl-C to disconnect")
+	select {
+	case <-ctx.Done():
+		err = nil
+	case err = <-fatal:
+	}
+	e.Stop()
+	return err
+}
+
+func downCmd(g *globals) *cobra.Command {
+	return &cobra.Command{Use: "down", Short: "Disconnect and remove the interface", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, done, err := g.daemon(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			if _, err := c.Down(cmd.Context(), &daemonpb.DownRequest{}); err != nil {
+				return plain(err)
+			}
+			fmt.Println("Disconnected")
+			return nil
+		}}
+}
+
+func loginCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "login", Short: "Register this machine without connecting", Args: cobra.NoArgs}
+	cmd.Flags().Bool("no-browser", false, "do not open a browser (accepted)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		sk, err := g.readSetupKey()
+		if err != nil {
+			return err
+		}
+		c, done, err := g.daemon(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer done()
+		if _, err := c.Login(cmd.Context(), &daemonpb.LoginRequest{SetupKey: sk, ManagementUrl: g.mgmtURL, Hostname: g.hostname}); err != nil {
+			return plain(err)
+		}
+		fmt.Println("Logged in")
+		return nil
+	}
+	return cmd
+}
+
+func logoutCmd(g *globals, name string) *cobra.Command {
+	return &cobra.Command{Use: name, Short: "Remove this machine from the mesh (deletes the peer on the server)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, done, err := g.daemon(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			if _, err := c.Logout(cmd.Context(), &daemonpb.LogoutRequest{}); err != nil {
+				return plain(err)
+			}
+			fmt.Println("Logged out")
+			return nil
+		}}
+}
+
+func versionCmd() *cobra.Command {
+	return &cobra.Command{Use: "version", Short: "Print the version", Args: cobra.NoArgs,
+		Run: func(*cobra.Command, []string) { fmt.Println(version.Version) }}
+}
+
+func serviceCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "service", Short: "Run or manage the daemon"}
+	var name string
+	cmd.PersistentFlags().StringVarP(&name, "service", "s", "netbird", "service name")
+	run := &cobra.Command{Use: "run", Short: "Run the daemon in the foreground", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out, err := g.logger()
+			if err != nil {
+				return err
+			}
+			log, err := logging.New(out, g.logLevel)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return daemon.New(g.configPath(), version.Version, log).Serve(ctx, g.daemonAddr)
+		}}
+	cmd.AddCommand(run)
+	return cmd
+}

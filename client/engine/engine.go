@@ -1,0 +1,384 @@
+// Package engine is the agent's core: it logs in to management, creates the
+// WireGuard interface, follows the network map and keeps one peer
+// connection per remote peer, fed by signal. It owns every goroutine it
+// starts; Stop ends them all and removes the interface.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/pion/stun/v4"
+
+	"github.com/wiremesh/wiremesh/client/mgmtclient"
+	"github.com/wiremesh/wiremesh/client/peer"
+	"github.com/wiremesh/wiremesh/client/signalclient"
+	"github.com/wiremesh/wiremesh/client/wg"
+	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/proto/mgmtpb"
+)
+
+// Options configure an engine.
+type Options struct {
+	Management mgmtclient.Target
+	Private    key.Private
+	SetupKey   string
+	Hostname   string
+	Interface  string
+	WGPort     int
+	MTU        int
+	Version    string
+	Log        *slog.Logger
+	// OnFatal is called (once, from a goroutine of the engine) when the
+	// engine stops by itself, e.g. because the peer was deleted.
+	OnFatal func(error)
+}
+
+// Engine is a running agent connection.
+type Engine struct {
+	o    Options
+	log  *slog.Logger
+	mgmt *mgmtclient.Client
+	sig  *signalclient.Client
+	dev  *wg.Device
+	mux  *peer.Mux
+	meta *mgmtpb.PeerSystemMeta
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	addr    netip.Prefix
+	fqdn    string
+	serial  uint64
+	urls    []*stun.URI
+	peers   map[key.Public]*remote
+	stopped bool
+}
+
+type remote struct {
+	conn *peer.Conn
+	cfg  *mgmtpb.RemotePeerConfig
+	ips  []netip.Prefix
+}
+
+// Meta describes this machine to management.
+func Meta(hostname, version string) *mgmtpb.PeerSystemMeta {
+	if hostname == "" {
+		hostname, _ = os.Hostname()
+	}
+	return &mgmtpb.PeerSystemMeta{
+		Hostname: hostname, GoOS: runtime.GOOS, Kernel: kernelName(), KernelVersion: kernelRelease(),
+		Platform: runtime.GOARCH, OS: runtime.GOOS, NetbirdVersion: version,
+		Capabilities: []mgmtpb.PeerCapability{mgmtpb.PeerCapability_PeerCapabilitySourcePrefixes},
+	}
+}
+
+// Login registers the peer if needed and returns the login response,
+// without creating anything locally.
+func Login(ctx context.Context, t mgmtclient.Target, priv key.Private, setupKey, hostname, version string, log *slog.Logger) (*mgmtpb.LoginResponse, error) {
+	c, err := mgmtclient.Dial(t, priv, log)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.Login(ctx, setupKey, Meta(hostname, version))
+}
+
+// Start logs in, creates the interface and starts following the map.
+func Start(ctx context.Context, o Options) (*Engine, error) {
+	meta := Meta(o.Hostname, o.Version)
+	mc, err := mgmtclient.Dial(o.Management, o.Private, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	lr, err := mc.Login(ctx, o.SetupKey, meta)
+	if err != nil {
+		mc.Close()
+		return nil, err
+	}
+	addr, err := netip.ParsePrefix(lr.GetPeerConfig().GetAddress())
+	if err != nil {
+		mc.Close()
+		return nil, fmt.Errorf("management sent a bad address %q: %w", lr.GetPeerConfig().GetAddress(), err)
+	}
+	mtu := o.MTU
+	if mtu == 0 {
+		mtu = int(lr.GetPeerConfig().GetMtu())
+	}
+	if mtu == 0 {
+		mtu = 1280
+	}
+	dev, err := wg.New(wg.Config{Name: o.Interface, MTU: mtu, Port: o.WGPort, Private: o.Private}, o.Log)
+	if err != nil {
+		mc.Close()
+		return nil, err
+	}
+	if err := dev.SetAddress(addr, mtu); err != nil {
+		dev.Close()
+		mc.Close()
+		return nil, err
+	}
+	sigCfg := lr.GetNetbirdConfig().GetSignal()
+	sc, err := signalclient.Dial(sigCfg.GetUri(), sigCfg.GetProtocol() == mgmtpb.HostConfig_HTTPS, o.Private, o.Log)
+	if err != nil {
+		dev.Close()
+		mc.Close()
+		return nil, err
+	}
+	e := &Engine{
+		o: o, log: o.Log, mgmt: mc, sig: sc, dev: dev, meta: meta,
+		mux:   peer.NewMux(dev.Bind().STUNConn(), netip.PrefixFrom(addr.Masked().Addr(), addr.Bits())),
+		addr:  addr,
+		fqdn:  lr.GetPeerConfig().GetFqdn(),
+		peers: map[key.Public]*remote{},
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	e.wg.Add(2)
+	go func() { defer e.wg.Done(); sc.Run(rctx, e.onSignal) }()
+	go func() {
+		defer e.wg.Done()
+		err := mc.Sync(rctx, meta, e.onSync)
+		if err != nil && rctx.Err() == nil {
+			e.log.Error("management stopped accepting this peer", "err", err)
+			if o.OnFatal != nil {
+				go o.OnFatal(err)
+			}
+		}
+	}()
+	e.log.Info("interface up", "interface", dev.Name(), "address", addr, "wg_port", dev.Port())
+	return e, nil
+}
+
+// Stop ends every connection and removes the interface.
+func (e *Engine) Stop() {
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return
+	}
+	e.stopped = true
+	peers := e.peers
+	e.peers = map[key.Public]*remote{}
+	e.mu.Unlock()
+	e.cancel()
+	e.wg.Wait()
+	for _, r := range peers {
+		r.conn.Close()
+	}
+	_ = e.mux.Close()
+	e.dev.Close()
+	e.sig.Close()
+	e.mgmt.Close()
+}
+
+// Logout deletes this peer on the management server.
+func (e *Engine) Logout(ctx context.Context) error { return e.mgmt.Logout(ctx) }
+
+func (e *Engine) onSignal(m signalclient.Message) {
+	e.mu.Lock()
+	r := e.peers[m.From]
+	e.mu.Unlock()
+	if r == nil {
+		return // not in our map: the spec says drop
+	}
+	r.conn.Signal(m.Body)
+}
+
+func (e *Engine) currentURLs() []*stun.URI {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]*stun.URI(nil), e.urls...)
+}
+
+func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
+	if cfg := r.GetNetbirdConfig(); cfg != nil {
+		e.applyConfig(cfg)
+	}
+	nm := r.GetNetworkMap()
+	if nm == nil {
+		return
+	}
+	removed := map[key.Public]*peer.Conn{}
+	defer func() {
+		// Closing waits for the peer's loop, which may need e.mu: never
+		// hold the lock while doing it. The WireGuard peer goes after its
+		// loop, so that the loop cannot re-add it.
+		for k, c := range removed {
+			c.Close()
+			_ = e.dev.RemovePeer(k)
+		}
+	}()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped || nm.GetSerial() < e.serial {
+		return
+	}
+	if pc := nm.GetPeerConfig(); pc != nil && pc.GetAddress() != e.addr.String() {
+		if p, err := netip.ParsePrefix(pc.GetAddress()); err == nil {
+			if err := e.dev.SetAddress(p, 0); err != nil {
+				e.log.Error("change address", "err", err)
+			} else {
+				e.addr = p
+			}
+		}
+	}
+	if pc := nm.GetPeerConfig(); pc != nil && pc.GetFqdn() != "" {
+		e.fqdn = pc.GetFqdn()
+	}
+	e.serial = nm.GetSerial()
+	want := map[key.Public]*mgmtpb.RemotePeerConfig{}
+	if !nm.GetRemotePeersIsEmpty() {
+		for _, rp := range nm.GetRemotePeers() {
+			k, err := key.ParsePublic(rp.GetWgPubKey())
+			if err != nil || k == e.o.Private.Public() {
+				continue
+			}
+			want[k] = rp
+		}
+	}
+	for k, r := range e.peers {
+		if _, ok := want[k]; !ok {
+			e.log.Info("peer removed", "peer", k.String())
+			removed[k] = r.conn
+			delete(e.peers, k)
+		}
+	}
+	for k, rp := range want {
+		ips := parsePrefixes(rp.GetAllowedIps())
+		if len(ips) == 0 {
+			continue
+		}
+		if r := e.peers[k]; r != nil {
+			if !samePrefixes(r.ips, ips) {
+				r.conn.SetAllowedIPs(ips)
+				r.ips = ips
+			}
+			r.cfg = rp
+			continue
+		}
+		e.log.Info("peer added", "peer", k.String(), "fqdn", rp.GetFqdn(), "allowed_ips", rp.GetAllowedIps())
+		conn := peer.New(peer.Config{
+			Local: e.o.Private, Remote: k, AllowedIPs: ips, Overlay: netip.PrefixFrom(e.addr.Masked().Addr(), e.addr.Bits()),
+			Mux: e.mux, URLs: e.currentURLs, WGPort: e.dev.Port(), Version: e.o.Version, Log: e.log,
+		}, e.sig, e.dev)
+		e.peers[k] = &remote{conn: conn, cfg: rp, ips: ips}
+	}
+}
+
+func (e *Engine) applyConfig(cfg *mgmtpb.NetbirdConfig) {
+	var stuns, turns []*stun.URI
+	for _, h := range cfg.GetStuns() {
+		if u, err := stun.ParseURI(h.GetUri()); err == nil {
+			stuns = append(stuns, u)
+		}
+	}
+	for _, t := range cfg.GetTurns() {
+		if u, err := stun.ParseURI(t.GetHostConfig().GetUri()); err == nil {
+			u.Username, u.Password = t.GetUser(), t.GetPassword()
+			turns = append(turns, u)
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	// Empty lists mean "no change", as in the reference client.
+	var keep []*stun.URI
+	for _, u := range e.urls {
+		isTURN := u.Scheme == stun.SchemeTypeTURN || u.Scheme == stun.SchemeTypeTURNS
+		if (isTURN && len(turns) == 0) || (!isTURN && len(stuns) == 0) {
+			keep = append(keep, u)
+		}
+	}
+	e.urls = append(append(keep, stuns...), turns...)
+}
+
+func parsePrefixes(ss []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range ss {
+		if p, err := netip.ParsePrefix(s); err == nil && p.Addr().Is4() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func samePrefixes(a, b []netip.Prefix) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// PeerStatus is one remote peer in a status report.
+type PeerStatus struct {
+	Key           key.Public
+	FQDN          string
+	IP            string
+	Conn          peer.Status
+	LastHandshake time.Time
+	RxBytes       int64
+	TxBytes       int64
+}
+
+// Status is a snapshot of the engine.
+type Status struct {
+	Address       netip.Prefix
+	FQDN          string
+	Interface     string
+	WGPort        int
+	PublicKey     key.Public
+	Management    string
+	MgmtConnected bool
+	MgmtError     string
+	Signal        string
+	SignalConn    bool
+	SignalError   string
+	Peers         []PeerStatus
+	KernelWG      bool
+}
+
+// Status reports the current state.
+func (e *Engine) Status() Status {
+	stats, _ := e.dev.PeerStats()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := Status{
+		Address: e.addr, FQDN: e.fqdn, Interface: e.dev.Name(), WGPort: e.dev.Port(), PublicKey: e.o.Private.Public(),
+		Management: e.mgmt.URL(), MgmtConnected: e.mgmt.Connected(), MgmtError: e.mgmt.LastError(),
+		Signal: e.sig.Addr, SignalConn: e.sig.Connected(), SignalError: e.sig.LastError(),
+	}
+	for k, r := range e.peers {
+		ps := PeerStatus{Key: k, FQDN: r.cfg.GetFqdn(), Conn: r.conn.Status()}
+		if len(r.ips) > 0 {
+			ps.IP = r.ips[0].Addr().String()
+		}
+		if s, ok := stats[k]; ok {
+			ps.LastHandshake, ps.RxBytes, ps.TxBytes = s.LastHandshake, s.RxBytes, s.TxBytes
+		}
+		st.Peers = append(st.Peers, ps)
+	}
+	sort.Slice(st.Peers, func(i, j int) bool { return st.Peers[i].IP < st.Peers[j].IP })
+	return st
+}
+
+// ErrNeedsLogin reports that the peer must be registered with a setup key.
+var ErrNeedsLogin = mgmtclient.ErrNeedsLogin
+
+// IsPermanent reports whether err means retrying cannot help.
+func IsPermanent(err error) bool {
+	return errors.Is(err, mgmtclient.ErrNeedsLogin) || errors.Is(err, mgmtclient.ErrBadSetupKey) || errors.Is(err, mgmtclient.ErrPermanentSync)
+}

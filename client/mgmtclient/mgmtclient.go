@@ -1,0 +1,247 @@
+// Package mgmtclient is the agent's management connection: it fetches the
+// server key, logs in (registering with a setup key when the server says
+// the peer is unknown), and follows the Sync stream with reconnects. Errors
+// are turned into messages that say what to do.
+package mgmtclient
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/wiremesh/wiremesh/internal/envelope"
+	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/proto/mgmtpb"
+)
+
+// Errors callers check with errors.Is.
+var (
+	ErrNeedsLogin    = errors.New("this peer is not registered: run netbird up with --setup-key")
+	ErrBadSetupKey   = errors.New("the management server refused the setup key")
+	ErrPermanentSync = errors.New("the management server no longer accepts this peer")
+)
+
+// Target is a parsed management URL.
+type Target struct {
+	Addr string // host:port
+	TLS  bool
+	URL  string // normalised, for display and persistence
+}
+
+// ParseURL accepts http(s)://host[:port] (the path is ignored, as gRPC
+// cannot be mounted under one).
+func ParseURL(raw string) (Target, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return Target{}, errors.New("no management URL: pass --management-url http(s)://HOST:PORT")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return Target{}, fmt.Errorf("management URL %q is not valid: want http://HOST:PORT or https://HOST[:PORT]", raw)
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	t := Target{Addr: net.JoinHostPort(host, port), TLS: u.Scheme == "https"}
+	t.URL = u.Scheme + "://" + t.Addr
+	return t, nil
+}
+
+// Client is a management connection.
+type Client struct {
+	t    Target
+	priv key.Private
+	conn *grpc.ClientConn
+	api  mgmtpb.ManagementServiceClient
+	log  *slog.Logger
+
+	connected atomic.Bool
+	lastErr   atomic.Value
+}
+
+// Dial prepares a connection (gRPC connects lazily).
+func Dial(t Target, priv key.Private, log *slog.Logger) (*Client, error) {
+	creds := insecure.NewCredentials()
+	if t.TLS {
+		creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+	}
+	conn, err := grpc.NewClient(t.Addr, grpc.WithTransportCredentials(creds),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("management %s: %w", t.URL, err)
+	}
+	return &Client{t: t, priv: priv, conn: conn, api: mgmtpb.NewManagementServiceClient(conn), log: log}, nil
+}
+
+// Close releases the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// URL is the management URL.
+func (c *Client) URL() string { return c.t.URL }
+
+// Connected reports whether a Sync stream is open.
+func (c *Client) Connected() bool { return c.connected.Load() }
+
+// LastError is the latest error, if any.
+func (c *Client) LastError() string {
+	s, _ := c.lastErr.Load().(string)
+	return s
+}
+
+func (c *Client) shared(ctx context.Context) (*envelope.Shared, error) {
+	r, err := c.api.GetServerKey(ctx, &mgmtpb.Empty{})
+	if err != nil {
+		return nil, c.explain(err)
+	}
+	sk, err := key.ParsePublic(r.GetKey())
+	if err != nil {
+		return nil, fmt.Errorf("management server sent an invalid key: %w", err)
+	}
+	return envelope.NewShared(c.priv, sk), nil
+}
+
+func (c *Client) explain(err error) error {
+	switch status.Code(err) {
+	case codes.Unavailable:
+		return fmt.Errorf("cannot reach the management server at %s (is it running, and is the URL right?): %w", c.t.URL, err)
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("the management server at %s did not answer in time: %w", c.t.URL, err)
+	}
+	return err
+}
+
+// Login logs in, registering with setupKey if the server does not know
+// this peer. It returns the login response.
+func (c *Client) Login(ctx context.Context, setupKey string, meta *mgmtpb.PeerSystemMeta) (*mgmtpb.LoginResponse, error) {
+	lr, err := c.login(ctx, "", meta)
+	if status.Code(err) != codes.PermissionDenied {
+		return lr, err
+	}
+	if setupKey == "" {
+		return nil, ErrNeedsLogin
+	}
+	lr, err = c.login(ctx, setupKey, meta)
+	if code := status.Code(err); code == codes.PermissionDenied || code == codes.NotFound || code == codes.InvalidArgument {
+		return nil, fmt.Errorf("%w: %s", ErrBadSetupKey, status.Convert(err).Message())
+	}
+	return lr, err
+}
+
+func (c *Client) login(ctx context.Context, setupKey string, meta *mgmtpb.PeerSystemMeta) (*mgmtpb.LoginResponse, error) {
+	sh, err := c.shared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req := &mgmtpb.LoginRequest{SetupKey: setupKey, Meta: meta, PeerKeys: &mgmtpb.PeerKeys{WgPubKey: []byte(c.priv.Public().String())}}
+	body, err := sh.SealProto(req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.api.Login(ctx, &mgmtpb.EncryptedMessage{WgPubKey: c.priv.Public().String(), Body: body})
+	if err != nil {
+		return nil, c.explain(err)
+	}
+	var lr mgmtpb.LoginResponse
+	if err := sh.OpenProto(resp.GetBody(), &lr); err != nil {
+		return nil, fmt.Errorf("management login response: %w", err)
+	}
+	if lr.GetNetbirdConfig().GetSignal() == nil || lr.GetPeerConfig().GetAddress() == "" {
+		return nil, errors.New("management login response lacks signal or address")
+	}
+	return &lr, nil
+}
+
+// Logout deletes this peer on the server.
+func (c *Client) Logout(ctx context.Context) error {
+	sh, err := c.shared(ctx)
+	if err != nil {
+		return err
+	}
+	body, err := sh.SealProto(&mgmtpb.Empty{})
+	if err != nil {
+		return err
+	}
+	_, err = c.api.Logout(ctx, &mgmtpb.EncryptedMessage{WgPubKey: c.priv.Public().String(), Body: body})
+	return c.explain(err)
+}
+
+// Sync follows the Sync stream until ctx ends, reconnecting with backoff,
+// and hands each update to apply. It returns ErrPermanentSync when the
+// server answers PermissionDenied (the peer was deleted).
+func (c *Client) Sync(ctx context.Context, meta *mgmtpb.PeerSystemMeta, apply func(*mgmtpb.SyncResponse)) error {
+	backoff := 800 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := c.syncOnce(ctx, meta, apply)
+		c.connected.Store(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if status.Code(err) == codes.PermissionDenied {
+			c.lastErr.Store(err.Error())
+			return fmt.Errorf("%w: %s", ErrPermanentSync, status.Convert(err).Message())
+		}
+		if err != nil {
+			c.lastErr.Store(err.Error())
+			c.log.Warn("management stream ended, reconnecting", "err", err, "in", backoff)
+		}
+		if time.Since(start) > 30*time.Second {
+			backoff = 800 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(time.Duration(float64(backoff)*1.7), 10*time.Second)
+	}
+	return nil
+}
+
+func (c *Client) syncOnce(ctx context.Context, meta *mgmtpb.PeerSystemMeta, apply func(*mgmtpb.SyncResponse)) error {
+	sh, err := c.shared(ctx)
+	if err != nil {
+		return err
+	}
+	body, err := sh.SealProto(&mgmtpb.SyncRequest{Meta: meta})
+	if err != nil {
+		return err
+	}
+	st, err := c.api.Sync(ctx, &mgmtpb.EncryptedMessage{WgPubKey: c.priv.Public().String(), Body: body})
+	if err != nil {
+		return err
+	}
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		c.connected.Store(true)
+		c.lastErr.Store("")
+		var r mgmtpb.SyncResponse
+		if err := sh.OpenProto(m.GetBody(), &r); err != nil {
+			return fmt.Errorf("sync message: %w", err)
+		}
+		apply(proto.Clone(&r).(*mgmtpb.SyncResponse))
+	}
+}

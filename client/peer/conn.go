@@ -1,0 +1,439 @@
+// Package peer runs the connection to one remote peer: one event loop that
+// exchanges ICE credentials and candidates through signal, runs a
+// pion/ice agent on the shared WireGuard socket, and points the WireGuard
+// peer at the path ICE selected (direct, or through a TURN allocation). It
+// restarts ICE with backoff when the path fails. It does not decide which
+// peers exist; the engine does.
+package peer
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pion/ice/v4"
+	"github.com/pion/stun/v4"
+
+	"github.com/wiremesh/wiremesh/client/wg"
+	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/proto/signalpb"
+)
+
+// Signaler delivers a body to a peer through signal.
+type Signaler interface {
+	Send(ctx context.Context, to key.Public, body *signalpb.Body) error
+}
+
+// WireGuard is the part of the device a peer connection configures.
+type WireGuard interface {
+	SetPeer(p wg.Peer) error
+	Bind() *wg.Bind
+}
+
+// Config is everything a connection needs.
+type Config struct {
+	Local      key.Private
+	Remote     key.Public
+	AllowedIPs []netip.Prefix
+	Overlay    netip.Prefix // never a candidate
+	Mux        *Mux
+	URLs       func() []*stun.URI
+	WGPort     int
+	Version    string
+	Log        *slog.Logger
+}
+
+// Status is what `netbird status` shows for the peer.
+type Status struct {
+	State          string // Idle, Connecting, Connected
+	Relayed        bool
+	LocalType      string
+	RemoteType     string
+	LocalEndpoint  string
+	RemoteEndpoint string
+	Since          time.Time
+}
+
+// Conn is one remote peer's connection.
+type Conn struct {
+	cfg Config
+	sig Signaler
+	wg  WireGuard
+	log *slog.Logger
+
+	events chan any
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	status Status
+}
+
+// New starts the connection's event loop.
+func New(cfg Config, sig Signaler, w WireGuard) *Conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Conn{cfg: cfg, sig: sig, wg: w, log: cfg.Log.With("peer", cfg.Remote.String()),
+		events: make(chan any, 64), cancel: cancel, done: make(chan struct{}),
+		status: Status{State: "Connecting", Since: time.Now()}}
+	go c.run(ctx)
+	return c
+}
+
+// Close stops the loop and waits for it.
+func (c *Conn) Close() {
+	c.cancel()
+	<-c.done
+}
+
+// Status returns the current status.
+func (c *Conn) Status() Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status
+}
+
+// Signal hands a message from the remote peer to the loop.
+func (c *Conn) Signal(b *signalpb.Body) { c.post(b) }
+
+// SetAllowedIPs updates the WireGuard allowed IPs without reconnecting.
+func (c *Conn) SetAllowedIPs(ips []netip.Prefix) { c.post(allowedIPs(ips)) }
+
+func (c *Conn) post(ev any) {
+	select {
+	case c.events <- ev:
+	case <-c.done:
+	}
+}
+
+type (
+	allowedIPs []netip.Prefix
+	iceState   struct {
+		gen int
+		s   ice.ConnectionState
+	}
+	iceResult struct {
+		gen  int
+		conn *ice.Conn
+		err  error
+	}
+	pairChanged struct{ gen int }
+)
+
+// session is one ICE agent and the credentials exchanged for it.
+type session struct {
+	gen         int
+	agent       *ice.Agent
+	ufrag, pwd  string
+	id          []byte
+	remoteUfrag string
+	remotePwd   string
+	connecting  bool
+	conn        *ice.Conn
+
+	candMu    sync.Mutex
+	cands     []string // local candidates gathered so far, resent with offers and answers
+	relayed   bool
+	connected bool
+}
+
+func (c *Conn) controlling() bool { return c.cfg.Local.Public().String() > c.cfg.Remote.String() }
+
+func (c *Conn) setStatus(f func(*Status)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev := c.status.State
+	f(&c.status)
+	if c.status.State != prev {
+		c.status.Since = time.Now()
+	}
+}
+
+func (c *Conn) run(ctx context.Context) {
+	defer close(c.done)
+	allowed := c.cfg.AllowedIPs
+	if err := c.wg.SetPeer(wg.Peer{Key: c.cfg.Remote, AllowedIPs: allowed}); err != nil {
+		c.log.Error("configure WireGuard peer", "err", err)
+	}
+	gen := 0
+	var s *session
+	defer func() { c.closeSession(s) }()
+
+	offerEvery := 2 * time.Second
+	offer := time.NewTimer(0)
+	defer offer.Stop()
+	restart := time.NewTimer(time.Hour)
+	restart.Stop()
+	defer restart.Stop()
+	backoff := time.Second
+
+	newSession := func() {
+		c.closeSession(s)
+		gen++
+		var err error
+		s, err = c.newSession(ctx, gen)
+		if err != nil {
+			c.log.Warn("ICE agent", "err", err)
+			s = nil
+			restart.Reset(backoff)
+			return
+		}
+		c.setStatus(func(st *Status) { *st = Status{State: "Connecting", Since: st.Since} })
+	}
+	newSession()
+
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-offer.C:
+			if s != nil && s.remoteUfrag == "" {
+				c.send(ctx, s, signalpb.Body_OFFER)
+				offer.Reset(offerEvery)
+				offerEvery = min(offerEvery*2, 10*time.Second)
+			}
+		case <-restart.C:
+			newSession()
+			offerEvery = 2 * time.Second
+			offer.Reset(0)
+		case ev := <-c.events:
+			switch ev := ev.(type) {
+			case allowedIPs:
+				allowed = ev
+				_ = c.wg.SetPeer(wg.Peer{Key: c.cfg.Remote, AllowedIPs: allowed})
+			case *signalpb.Body:
+				if s == nil {
+					continue
+				}
+				switch ev.GetType() {
+				case signalpb.Body_OFFER:
+					ufrag, pwd, ok := credentials(ev.GetPayload())
+					if !ok {
+						continue
+					}
+					if s.connecting && ufrag != s.remoteUfrag {
+						// The remote started a new session: follow it.
+						c.log.Debug("remote restarted ICE", "session", fmt.Sprintf("%x", ev.GetSessionId()))
+						newSession()
+						if s == nil {
+							continue
+						}
+					}
+					c.send(ctx, s, signalpb.Body_ANSWER)
+					c.startConnect(ctx, s, ufrag, pwd)
+				case signalpb.Body_ANSWER:
+					ufrag, pwd, ok := credentials(ev.GetPayload())
+					if ok && !s.connecting {
+						c.startConnect(ctx, s, ufrag, pwd)
+					}
+				case signalpb.Body_CANDIDATE:
+					c.addCandidate(s, ev.GetPayload())
+				}
+			case iceState:
+				if s == nil || ev.gen != s.gen {
+					continue
+				}
+				switch ev.s {
+				case ice.ConnectionStateFailed, ice.ConnectionStateClosed:
+					c.log.Info("ICE failed, restarting", "in", backoff)
+					c.closeSession(s)
+					s = nil
+					c.setStatus(func(st *Status) { *st = Status{State: "Connecting", Since: st.Since} })
+					restart.Reset(backoff)
+					backoff = min(backoff*2, 8*time.Second)
+				case ice.ConnectionStateDisconnected:
+					c.setStatus(func(st *Status) { st.State = "Connecting" })
+				case ice.ConnectionStateConnected:
+					if s.connected {
+						c.setStatus(func(st *Status) { st.State = "Connected" })
+					}
+				}
+			case iceResult:
+				if s == nil || ev.gen != s.gen {
+					if ev.conn != nil {
+						ev.conn.Close()
+					}
+					continue
+				}
+				if ev.err != nil {
+					c.log.Debug("ICE did not connect", "err", ev.err)
+					continue // the state callback schedules the restart
+				}
+				s.conn = ev.conn
+				c.usePath(s, allowed)
+				backoff = time.Second
+			case pairChanged:
+				if s != nil && ev.gen == s.gen && s.conn != nil {
+					c.usePath(s, allowed)
+				}
+			}
+		}
+	}
+}
+
+func credentials(payload string) (ufrag, pwd string, ok bool) {
+	ufrag, pwd, ok = strings.Cut(payload, ":")
+	return ufrag, pwd, ok && ufrag != "" && pwd != "" && !strings.Contains(pwd, ":")
+}
+
+func (c *Conn) newSession(ctx context.Context, gen int) (*session, error) {
+	failed, disconnected, keepalive, check := 8*time.Second, 4*time.Second, 2*time.Second, 200*time.Millisecond
+	overlay := c.cfg.Overlay
+	agent, err := ice.NewAgent(&ice.AgentConfig{
+		Urls:                c.cfg.URLs(),
+		NetworkTypes:        []ice.NetworkType{ice.NetworkTypeUDP4},
+		CandidateTypes:      []ice.CandidateType{ice.CandidateTypeHost, ice.CandidateTypeServerReflexive, ice.CandidateTypeRelay},
+		UDPMux:              c.cfg.Mux,
+		UDPMuxSrflx:         c.cfg.Mux,
+		MulticastDNSMode:    ice.MulticastDNSModeDisabled,
+		FailedTimeout:       &failed,
+		DisconnectedTimeout: &disconnected,
+		KeepaliveInterval:   &keepalive,
+		CheckInterval:       &check,
+		IPFilter: func(ip net.IP) bool {
+			a, ok := netip.AddrFromSlice(ip)
+			return ok && usableIP(a.Unmap(), overlay)
+		},
+		RemoteIPFilter: func(ip net.IP) bool {
+			a, ok := netip.AddrFromSlice(ip)
+			return ok && usableIP(a.Unmap(), overlay)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &session{gen: gen, agent: agent, id: make([]byte, 5)}
+	_, _ = rand.Read(s.id)
+	if s.ufrag, s.pwd, err = agent.GetLocalUserCredentials(); err != nil {
+		agent.Close()
+		return nil, err
+	}
+	_ = agent.OnCandidate(func(cand ice.Candidate) {
+		if cand == nil {
+			return
+		}
+		payload := cand.Marshal()
+		s.candMu.Lock()
+		s.cands = append(s.cands, payload)
+		s.candMu.Unlock()
+		body := &signalpb.Body{Type: signalpb.Body_CANDIDATE, Payload: payload, SessionId: s.id}
+		go func() {
+			if err := c.sig.Send(ctx, c.cfg.Remote, body); err != nil && ctx.Err() == nil {
+				c.log.Debug("send candidate", "err", err)
+			}
+		}()
+	})
+	_ = agent.OnConnectionStateChange(func(st ice.ConnectionState) { c.post(iceState{gen: gen, s: st}) })
+	_ = agent.OnSelectedCandidatePairChange(func(ice.Candidate, ice.Candidate) { c.post(pairChanged{gen: gen}) })
+	if err := agent.GatherCandidates(); err != nil {
+		agent.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (c *Conn) closeSession(s *session) {
+	if s == nil {
+		return
+	}
+	if s.relayed {
+		c.wg.Bind().Unrelay(c.cfg.Remote.String())
+	}
+	_ = s.agent.Close()
+}
+
+func (c *Conn) send(ctx context.Context, s *session, t signalpb.Body_Type) {
+	body := &signalpb.Body{Type: t, Payload: s.ufrag + ":" + s.pwd, WgListenPort: uint32(c.cfg.WGPort),
+		NetBirdVersion: c.cfg.Version, RosenpassConfig: &signalpb.RosenpassConfig{}, SessionId: s.id}
+	// Candidates sent before the remote knew us were dropped by it (a
+	// message from a peer not in its map is discarded), so every offer and
+	// answer is followed by all candidates gathered so far.
+	s.candMu.Lock()
+	cands := append([]string(nil), s.cands...)
+	s.candMu.Unlock()
+	go func() {
+		if err := c.sig.Send(ctx, c.cfg.Remote, body); err != nil && ctx.Err() == nil {
+			c.log.Debug("send", "type", t, "err", err)
+			return
+		}
+		for _, cand := range cands {
+			if err := c.sig.Send(ctx, c.cfg.Remote, &signalpb.Body{Type: signalpb.Body_CANDIDATE, Payload: cand, SessionId: s.id}); err != nil {
+				return
+			}
+		}
+	}()
+}
+
+func (c *Conn) startConnect(ctx context.Context, s *session, ufrag, pwd string) {
+	if s.connecting {
+		return
+	}
+	s.connecting, s.remoteUfrag, s.remotePwd = true, ufrag, pwd
+	agent, gen, controlling := s.agent, s.gen, c.controlling()
+	go func() {
+		var conn *ice.Conn
+		var err error
+		if controlling {
+			conn, err = agent.Dial(ctx, ufrag, pwd)
+		} else {
+			conn, err = agent.Accept(ctx, ufrag, pwd)
+		}
+		c.post(iceResult{gen: gen, conn: conn, err: err})
+	}()
+}
+
+func (c *Conn) addCandidate(s *session, payload string) {
+	cand, err := ice.UnmarshalCandidate(strings.TrimPrefix(payload, "candidate:"))
+	if err != nil {
+		c.log.Debug("bad remote candidate", "payload", payload, "err", err)
+		return
+	}
+	if cand.NetworkType() != ice.NetworkTypeUDP4 {
+		return
+	}
+	if err := s.agent.AddRemoteCandidate(cand); err != nil {
+		c.log.Debug("add remote candidate", "err", err)
+	}
+}
+
+// usePath points WireGuard at the selected pair.
+func (c *Conn) usePath(s *session, allowed []netip.Prefix) {
+	pair, err := s.agent.GetSelectedCandidatePair()
+	if err != nil || pair == nil {
+		return
+	}
+	local, remote := pair.Local, pair.Remote
+	var endpoint string
+	if local.Type() == ice.CandidateTypeRelay {
+		endpoint = c.wg.Bind().Relay(c.cfg.Remote.String(), s.conn)
+		s.relayed = true
+	} else {
+		if s.relayed {
+			c.wg.Bind().Unrelay(c.cfg.Remote.String())
+			s.relayed = false
+		}
+		ip, err := netip.ParseAddr(remote.Address())
+		if err != nil {
+			return
+		}
+		endpoint = netip.AddrPortFrom(ip, uint16(remote.Port())).String()
+	}
+	if err := c.wg.SetPeer(wg.Peer{Key: c.cfg.Remote, AllowedIPs: allowed, Endpoint: endpoint, Keepalive: 25 * time.Second}); err != nil {
+		c.log.Error("set WireGuard endpoint", "endpoint", endpoint, "err", err)
+		return
+	}
+	s.connected = true
+	relayed := local.Type() == ice.CandidateTypeRelay || remote.Type() == ice.CandidateTypeRelay
+	c.log.Info("peer connected", "local", local.Type().String(), "remote", remote.Type().String(), "endpoint", endpoint, "relayed", relayed)
+	c.setStatus(func(st *Status) {
+		st.State, st.Relayed = "Connected", relayed
+		st.LocalType, st.RemoteType = local.Type().String(), remote.Type().String()
+		st.LocalEndpoint = net.JoinHostPort(local.Address(), fmt.Sprint(local.Port()))
+		st.RemoteEndpoint = net.JoinHostPort(remote.Address(), fmt.Sprint(remote.Port()))
+	})
+}

@@ -1,0 +1,92 @@
+// Package state keeps the agent's profile on disk: its WireGuard private
+// key (its identity) and the options of the last `up`, in one 0600 JSON
+// file under the state directory, so a restart keeps both.
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/wiremesh/wiremesh/internal/key"
+)
+
+// DefaultDir is where state lives unless NB_STATE_DIR says otherwise.
+const DefaultDir = "/var/lib/netbird"
+
+// Dir returns the state directory.
+func Dir() string {
+	if d := os.Getenv("NB_STATE_DIR"); d != "" {
+		return d
+	}
+	return DefaultDir
+}
+
+// DefaultPath is the config file inside Dir.
+func DefaultPath() string { return filepath.Join(Dir(), "config.json") }
+
+// Config is the persisted profile.
+type Config struct {
+	PrivateKey    string `json:"private_key"`
+	ManagementURL string `json:"management_url,omitempty"`
+	Hostname      string `json:"hostname,omitempty"`
+	InterfaceName string `json:"interface_name,omitempty"`
+	WireguardPort int    `json:"wireguard_port,omitempty"`
+	MTU           int    `json:"mtu,omitempty"`
+	DisableDNS    bool   `json:"disable_dns,omitempty"`
+}
+
+// Defaults of the official client.
+const (
+	DefaultInterface = "wt0"
+	DefaultPort      = 51820
+	DefaultMTU       = 1280
+)
+
+// Load reads path, creating a config with a fresh key if it does not exist.
+func Load(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		k, err := key.NewPrivate()
+		if err != nil {
+			return Config{}, err
+		}
+		c := Config{PrivateKey: k.String(), InterfaceName: DefaultInterface, WireguardPort: DefaultPort, MTU: DefaultMTU}
+		return c, Save(path, c)
+	}
+	if err != nil {
+		return Config{}, fmt.Errorf("read config %s: %w", path, err)
+	}
+	var c Config
+	if err := json.Unmarshal(b, &c); err != nil {
+		return Config{}, fmt.Errorf("config %s is corrupt: %w", path, err)
+	}
+	if _, err := key.ParsePrivate(c.PrivateKey); err != nil {
+		return Config{}, fmt.Errorf("config %s: private key: %w", path, err)
+	}
+	return c, nil
+}
+
+// Key returns the private key.
+func (c Config) Key() key.Private {
+	k, _ := key.ParsePrivate(c.PrivateKey)
+	return k
+}
+
+// Save writes c atomically with mode 0600.
+func Save(path string, c Config) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("create state directory: %w", err)
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write config: %w", err)
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,54 @@
+package wg
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+)
+
+// SetAddress assigns the overlay address (its prefix length routes the
+// overlay network to the interface) and brings the link up.
+func (d *Device) SetAddress(p netip.Prefix, mtu int) error {
+	link, err := netlink.LinkByName(d.name)
+	if err != nil {
+		return fmt.Errorf("find interface %s: %w", d.name, err)
+	}
+	addrs, err := netlink.AddrList(link, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("list addresses of %s: %w", d.name, err)
+	}
+	for _, a := range addrs {
+		if a.IPNet.String() != p.String() {
+			_ = netlink.AddrDel(link, &a)
+		}
+	}
+	addr, err := netlink.ParseAddr(p.String())
+	if err != nil {
+		return err
+	}
+	if err := netlink.AddrReplace(link, addr); err != nil {
+		return fmt.Errorf("set address %s on %s: %w", p, d.name, err)
+	}
+	if mtu > 0 {
+		_ = netlink.LinkSetMTU(link, mtu)
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return fmt.Errorf("bring %s up: %w", d.name, err)
+	}
+	return nil
+}
+
+// KernelAvailable reports whether the kernel offers WireGuard links. The
+// agent then still uses userspace WireGuard (it needs the shared ICE
+// socket); the result is reported in status.
+func KernelAvailable() bool {
+	la := netlink.NewLinkAttrs()
+	la.Name = "wmprobe0"
+	err := netlink.LinkAdd(&netlink.Wireguard{LinkAttrs: la})
+	if err != nil {
+		return false
+	}
+	_ = netlink.LinkDel(&netlink.Wireguard{LinkAttrs: la})
+	return true
+}
