@@ -1,6 +1,6 @@
 // Package wg runs the WireGuard data plane of the agent: a wireguard-go
-// device on a TUN interface, and a conn.Bind that shares one UDP socket
-// between WireGuard and ICE. STUN packets on that socket go to ICE (so the
+// device on a TUN interface, and a conn.Bind that shares WireGuard's UDP
+// socket with ICE. STUN packets on that socket go to ICE (so the
 // server-reflexive address ICE learns is the one WireGuard uses), everything
 // else to WireGuard; peers reached only through a TURN allocation are
 // carried over their ICE connection instead. Kernel WireGuard is not driven
@@ -9,7 +9,6 @@ package wg
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -33,17 +32,20 @@ type packet struct {
 	ep  conn.Endpoint
 }
 
-// Bind is the shared socket. It lives as long as the agent's interface,
-// independent of wireguard-go's Open/Close cycles, because ICE keeps using it.
+// Bind wraps wireguard-go's standard bind (batched, offloaded UDP I/O) and
+// adds two things: STUN packets arriving on the WireGuard socket are taken
+// out of WireGuard's batches and handed to ICE, and peers whose path is a
+// local TURN allocation are carried over their ICE connection.
 type Bind struct {
-	sock *net.UDPConn
+	std  conn.Bind
 	log  *slog.Logger
 	pool sync.Pool
-
-	wgIn chan packet
 	stun *stunConn
 
+	relayIn chan packet
+
 	mu     sync.Mutex
+	port   uint16
 	epoch  chan struct{} // closed by Close; replaced by Open
 	relays map[string]*relayEndpoint
 
@@ -52,47 +54,38 @@ type Bind struct {
 	wg       sync.WaitGroup
 }
 
-// NewBind listens on UDP port (0 picks one) on all IPv4 addresses.
-func NewBind(port int, log *slog.Logger) (*Bind, error) {
-	sock, err := net.ListenUDP("udp4", &net.UDPAddr{Port: port})
-	if err != nil && port != 0 {
-		// The official client falls back to a free port when 51820 is taken.
-		log.Warn("WireGuard port busy, using a random one", "port", port, "err", err)
-		sock, err = net.ListenUDP("udp4", &net.UDPAddr{})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listen udp: %w", err)
-	}
-	_ = sock.SetReadBuffer(4 << 20)
-	_ = sock.SetWriteBuffer(4 << 20)
+// NewBind returns a bind; wireguard-go opens it when the device comes up.
+func NewBind(log *slog.Logger) *Bind {
 	b := &Bind{
-		sock:   sock,
-		log:    log,
-		wgIn:   make(chan packet, queueLength),
-		relays: map[string]*relayEndpoint{},
-		shut:   make(chan struct{}),
+		std:     conn.NewStdNetBind(),
+		log:     log,
+		relayIn: make(chan packet, queueLength),
+		relays:  map[string]*relayEndpoint{},
+		shut:    make(chan struct{}),
 	}
 	b.pool.New = func() any { return new([packetSize]byte) }
 	b.stun = &stunConn{b: b, in: make(chan stunPacket, 256)}
 	closed := make(chan struct{})
 	close(closed)
 	b.epoch = closed
-	b.wg.Add(1)
-	go b.readLoop()
-	return b, nil
+	return b
 }
 
-// Port is the local UDP port.
-func (b *Bind) Port() int { return b.sock.LocalAddr().(*net.UDPAddr).Port }
+// Port is the local UDP port (0 until opened).
+func (b *Bind) Port() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return int(b.port)
+}
 
 // STUNConn is the PacketConn ICE's UDP mux reads STUN traffic from.
 func (b *Bind) STUNConn() net.PacketConn { return b.stun }
 
-// Shutdown closes the socket and stops every reader.
+// Shutdown stops relay readers and the STUN side; call it after the
+// device (which closes the sockets) is closed.
 func (b *Bind) Shutdown() {
 	b.shutOnce.Do(func() {
 		close(b.shut)
-		b.sock.Close()
 		b.mu.Lock()
 		for _, r := range b.relays {
 			r.c.Close()
@@ -106,65 +99,61 @@ func isSTUN(p []byte) bool {
 	return len(p) >= 20 && p[0]&0xc0 == 0 && binary.BigEndian.Uint32(p[4:8]) == stunMagic
 }
 
-func (b *Bind) readLoop() {
-	defer b.wg.Done()
-	for {
-		buf := b.pool.Get().(*[packetSize]byte)
-		n, addr, err := b.sock.ReadFromUDPAddrPort(buf[:])
-		if err != nil {
-			b.pool.Put(buf)
-			select {
-			case <-b.shut:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			continue
-		}
-		addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
-		if isSTUN(buf[:n]) {
-			b.stun.deliver(buf[:n], addr)
-			b.pool.Put(buf)
-			continue
-		}
-		b.enqueue(packet{buf: buf, n: n, ep: &udpEndpoint{addr: addr}})
+// Open implements conn.Bind.
+func (b *Bind) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) {
+	fns, actual, err := b.std.Open(port)
+	if err != nil {
+		return nil, 0, err
 	}
-}
-
-func (b *Bind) enqueue(p packet) {
-	select {
-	case b.wgIn <- p:
-	default:
-		b.pool.Put(p.buf) // WireGuard is not keeping up: drop like a full socket buffer
-	}
-}
-
-// Open implements conn.Bind. The socket is already open; this starts a new
-// receive epoch for wireguard-go.
-func (b *Bind) Open(uint16) ([]conn.ReceiveFunc, uint16, error) {
 	b.mu.Lock()
-	select {
-	case <-b.epoch:
-	default:
-		b.mu.Unlock()
-		return nil, 0, conn.ErrBindAlreadyOpen
-	}
 	epoch := make(chan struct{})
-	b.epoch = epoch
+	b.epoch, b.port = epoch, actual
 	b.mu.Unlock()
-	return []conn.ReceiveFunc{b.receiveFunc(epoch)}, uint16(b.Port()), nil
+	out := make([]conn.ReceiveFunc, 0, len(fns)+1)
+	for _, fn := range fns {
+		out = append(out, b.filterSTUN(fn))
+	}
+	return append(out, b.receiveRelayed(epoch)), actual, nil
 }
 
-func (b *Bind) receiveFunc(epoch chan struct{}) conn.ReceiveFunc {
+// filterSTUN removes STUN packets from a received batch and gives them to
+// ICE. Batches rarely hold any, so the common case costs one header check
+// per packet.
+func (b *Bind) filterSTUN(fn conn.ReceiveFunc) conn.ReceiveFunc {
+	return func(packets [][]byte, sizes []int, eps []conn.Endpoint) (int, error) {
+		for {
+			n, err := fn(packets, sizes, eps)
+			if err != nil {
+				return n, err
+			}
+			out := 0
+			for i := 0; i < n; i++ {
+				if isSTUN(packets[i][:sizes[i]]) {
+					if ep, ok := eps[i].(*conn.StdNetEndpoint); ok {
+						b.stun.deliver(packets[i][:sizes[i]], netip.AddrPortFrom(ep.Addr().Unmap(), ep.Port()))
+					}
+					continue
+				}
+				if out != i {
+					// wireguard-go ties each buffer to its slot: move bytes, not slices.
+					sizes[out] = copy(packets[out], packets[i][:sizes[i]])
+					eps[out] = eps[i]
+				}
+				out++
+			}
+			if out > 0 {
+				return out, nil
+			}
+		}
+	}
+}
+
+func (b *Bind) receiveRelayed(epoch chan struct{}) conn.ReceiveFunc {
 	return func(packets [][]byte, sizes []int, eps []conn.Endpoint) (int, error) {
 		var p packet
 		select {
-		case p = <-b.wgIn:
+		case p = <-b.relayIn:
 		case <-epoch:
-			return 0, net.ErrClosed
-		case <-b.shut:
 			return 0, net.ErrClosed
 		}
 		n := 0
@@ -177,7 +166,7 @@ func (b *Bind) receiveFunc(epoch chan struct{}) conn.ReceiveFunc {
 				return n, nil
 			}
 			select {
-			case p = <-b.wgIn:
+			case p = <-b.relayIn:
 			default:
 				return n, nil
 			}
@@ -185,43 +174,35 @@ func (b *Bind) receiveFunc(epoch chan struct{}) conn.ReceiveFunc {
 	}
 }
 
-// Close implements conn.Bind: it ends the receive epoch, not the socket.
+// Close implements conn.Bind.
 func (b *Bind) Close() error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	select {
 	case <-b.epoch:
 	default:
 		close(b.epoch)
 	}
-	return nil
+	b.mu.Unlock()
+	return b.std.Close()
 }
 
-// SetMark implements conn.Bind (no fwmark routing here).
-func (b *Bind) SetMark(uint32) error { return nil }
+// SetMark implements conn.Bind.
+func (b *Bind) SetMark(m uint32) error { return b.std.SetMark(m) }
 
 // BatchSize implements conn.Bind.
-func (b *Bind) BatchSize() int { return 32 }
+func (b *Bind) BatchSize() int { return b.std.BatchSize() }
 
 // Send implements conn.Bind.
 func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
-	switch e := ep.(type) {
-	case *udpEndpoint:
+	if r, ok := ep.(*relayEndpoint); ok {
 		for _, buf := range bufs {
-			if _, err := b.sock.WriteToUDPAddrPort(buf, e.addr); err != nil {
-				return err
-			}
-		}
-		return nil
-	case *relayEndpoint:
-		for _, buf := range bufs {
-			if _, err := e.c.Write(buf); err != nil {
+			if _, err := r.c.Write(buf); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return fmt.Errorf("unknown endpoint type %T", ep)
+	return b.std.Send(bufs, ep)
 }
 
 const relayPrefix = "relay-"
@@ -237,11 +218,7 @@ func (b *Bind) ParseEndpoint(s string) (conn.Endpoint, error) {
 		}
 		return nil, fmt.Errorf("no relay endpoint %q", s)
 	}
-	ap, err := netip.ParseAddrPort(s)
-	if err != nil {
-		return nil, err
-	}
-	return &udpEndpoint{addr: ap}, nil
+	return b.std.ParseEndpoint(s)
 }
 
 // Relay registers c (an ICE connection whose local side is a TURN
@@ -274,7 +251,11 @@ func (b *Bind) Relay(name string, c net.Conn) string {
 				b.pool.Put(buf)
 				continue
 			}
-			b.enqueue(packet{buf: buf, n: n, ep: r})
+			select {
+			case b.relayIn <- packet{buf: buf, n: n, ep: r}:
+			default:
+				b.pool.Put(buf) // WireGuard is not keeping up: drop like a full socket buffer
+			}
 		}
 	}()
 	return id
@@ -286,15 +267,6 @@ func (b *Bind) Unrelay(name string) {
 	delete(b.relays, relayPrefix+name)
 	b.mu.Unlock()
 }
-
-type udpEndpoint struct{ addr netip.AddrPort }
-
-func (e *udpEndpoint) ClearSrc()           {}
-func (e *udpEndpoint) SrcToString() string { return "" }
-func (e *udpEndpoint) DstToString() string { return e.addr.String() }
-func (e *udpEndpoint) DstToBytes() []byte  { b, _ := e.addr.MarshalBinary(); return b }
-func (e *udpEndpoint) DstIP() netip.Addr   { return e.addr.Addr() }
-func (e *udpEndpoint) SrcIP() netip.Addr   { return netip.Addr{} }
 
 type relayEndpoint struct {
 	id string
@@ -354,11 +326,16 @@ func (s *stunConn) WriteTo(p []byte, addr net.Addr) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("not a UDP address: %v", addr)
 	}
-	return s.b.sock.WriteToUDP(p, ua)
+	ap := ua.AddrPort()
+	ep := &conn.StdNetEndpoint{AddrPort: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}
+	if err := s.b.std.Send([][]byte{p}, ep); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 func (s *stunConn) Close() error        { return nil } // the Bind owns the socket
-func (s *stunConn) LocalAddr() net.Addr { return s.b.sock.LocalAddr() }
+func (s *stunConn) LocalAddr() net.Addr { return &net.UDPAddr{IP: net.IPv4zero, Port: s.b.Port()} }
 func (s *stunConn) SetDeadline(t time.Time) error {
 	return s.SetReadDeadline(t)
 }

@@ -38,13 +38,9 @@ func New(c Config, log *slog.Logger) (*Device, error) {
 	if c.MTU == 0 {
 		c.MTU = 1280
 	}
-	bind, err := NewBind(c.Port, log)
-	if err != nil {
-		return nil, err
-	}
+	bind := NewBind(log)
 	t, err := tun.CreateTUN(c.Name, c.MTU)
 	if err != nil {
-		bind.Shutdown()
 		return nil, fmt.Errorf("create TUN interface %s: %w (the agent needs root or CAP_NET_ADMIN and /dev/net/tun)", c.Name, err)
 	}
 	name, err := t.Name()
@@ -64,6 +60,15 @@ func New(c Config, log *slog.Logger) (*Device, error) {
 	if err := dev.Up(); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("bring WireGuard up: %w", err)
+	}
+	// Rebinding on a running device reports a busy port at once.
+	if err := dev.IpcSet(fmt.Sprintf("listen_port=%d\n", c.Port)); err != nil && c.Port != 0 {
+		// The official client falls back to a free port when 51820 is taken.
+		log.Warn("WireGuard port busy, using a random one", "port", c.Port, "err", err)
+		if err := dev.IpcSet("listen_port=0\n"); err != nil {
+			d.Close()
+			return nil, fmt.Errorf("open WireGuard UDP port: %w", err)
+		}
 	}
 	return d, nil
 }

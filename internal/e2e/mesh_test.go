@@ -32,9 +32,9 @@ type statusJSON struct {
 	Peers     struct {
 		Total, Connected int
 		Details          []struct {
-			NetbirdIP        string `json:"netbirdIp"`
-			Status           string `json:"status"`
-			ConnectionType   string `json:"connectionType"`
+			NetbirdIP        string                         `json:"netbirdIp"`
+			Status           string                         `json:"status"`
+			ConnectionType   string                         `json:"connectionType"`
 			IceCandidateType struct{ Local, Remote string } `json:"iceCandidateType"`
 		} `json:"details"`
 	} `json:"peers"`

@@ -35,7 +35,10 @@ func start(t *testing.T, o server.Options) (*server.Server, signalpb.SignalExcha
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = grpcserver.Serve(ctx, ln, g, http.NotFoundHandler(), o.Log, time.Second) }()
+	go func() {
+		defer close(done)
+		_ = grpcserver.Serve(ctx, ln, g, http.NotFoundHandler(), o.Log, time.Second)
+	}()
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
