@@ -95,8 +95,8 @@ func (l slogLogger) Trace(string)              {}
 func (l slogLogger) Tracef(string, ...any)     {}
 func (l slogLogger) Debug(m string)            { l.l.Debug(m) }
 func (l slogLogger) Debugf(f string, a ...any) { l.l.Debug(fmt.Sprintf(f, a...)) }
-func (l slogLogger) Info(m string)             { l.l.Info(m) }
-func (l slogLogger) Infof(f string, a ...any)  { l.l.Info(fmt.Sprintf(f, a...)) }
+func (l slogLogger) Info(m string)             { l.l.Debug(m) } // pion logs every unpermitted packet at info
+func (l slogLogger) Infof(f string, a ...any)  { l.l.Debug(fmt.Sprintf(f, a...)) }
 func (l slogLogger) Warn(m string)             { l.l.Warn(m) }
 func (l slogLogger) Warnf(f string, a ...any)  { l.l.Warn(fmt.Sprintf(f, a...)) }
 func (l slogLogger) Error(m string)            { l.l.Error(m) }

@@ -1,0 +1,193 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wiremesh/wiremesh/internal/netlab"
+	"github.com/wiremesh/wiremesh/internal/proctest"
+)
+
+const mgmtPort = "33073"
+
+// Agent is one agent process (its daemon) in a site namespace.
+type Agent struct {
+	Name, NS, Dir, Sock, Iface string
+	Daemon                     *proctest.Proc
+}
+
+// StatusJSON is the part of status --json the tests read.
+type StatusJSON struct {
+	NetbirdIP string `json:"netbirdIp"`
+	PublicKey string `json:"publicKey"`
+	Peers     struct {
+		Total, Connected int
+		Details          []struct {
+			NetbirdIP        string                         `json:"netbirdIp"`
+			Status           string                         `json:"status"`
+			ConnectionType   string                         `json:"connectionType"`
+			IceCandidateType struct{ Local, Remote string } `json:"iceCandidateType"`
+		} `json:"details"`
+	} `json:"peers"`
+	Management struct{ Connected bool } `json:"management"`
+	Signal     struct{ Connected bool } `json:"signal"`
+}
+
+// Mesh is a lab with netbird-server on the public segment and a reusable setup key.
+type Mesh struct {
+	t       *testing.T
+	Lab     *netlab.Lab
+	DataDir string
+	Key     string
+}
+
+// NewMesh builds the lab and starts the server.
+func NewMesh(t *testing.T) *Mesh {
+	lab := netlab.New(t)
+	m := &Mesh{t: t, Lab: lab, DataDir: t.TempDir()}
+	srv := proctest.StartCmd(t, lab.Cmd(lab.NS("pub"), proctest.Binary(t, "netbird-server"), "--datadir", m.DataDir,
+		"--listen", netlab.PubAddr+":"+mgmtPort, "--stun-port", "3478", "--public-address", netlab.PubAddr), nil)
+	srv.Wait(t, regexp.MustCompile(`setup-keys create`), 20*time.Second)
+	out, err := proctest.Run(t, "netbird-server", "admin", "--datadir", m.DataDir, "setup-keys", "create", "--reusable")
+	if err != nil {
+		t.Fatalf("create key: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	m.Key = lines[len(lines)-1]
+	return m
+}
+
+// Agent adds a site of the given NAT kind with a running daemon.
+func (m *Mesh) Agent(name string, kind netlab.NAT) *Agent {
+	t := m.t
+	ns, _ := m.Lab.Site(name, kind)
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{Name: name, NS: ns, Dir: dir, Sock: "unix://" + filepath.Join(dir, "daemon.sock"), Iface: m.Lab.Prefix + name}
+	a.Daemon = proctest.StartCmd(t, m.Lab.Cmd(ns, proctest.Binary(t, "netbird"), "service", "run", "--daemon-addr", a.Sock, "-l", "debug"),
+		[]string{"NB_STATE_DIR=" + dir})
+	a.Daemon.Wait(t, regexp.MustCompile(`daemon listening`), 10*time.Second)
+	return a
+}
+
+// CLI runs the netbird CLI against an agent's daemon.
+func (m *Mesh) CLI(a *Agent, args ...string) (string, error) {
+	cmd := m.Lab.Cmd(a.NS, append([]string{proctest.Binary(m.t, "netbird"), "--daemon-addr", a.Sock}, args...)...)
+	cmd.Env = append(os.Environ(), "NB_STATE_DIR="+a.Dir)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// Up runs netbird up and returns when it started.
+func (m *Mesh) Up(a *Agent) time.Time {
+	start := time.Now()
+	out, err := m.CLI(a, "up", "-m", "http://"+netlab.PubAddr+":"+mgmtPort, "-k", m.Key, "-n", a.Name, "--interface-name", a.Iface)
+	if err != nil || !strings.Contains(out, "Connected") {
+		m.t.Fatalf("%s: netbird up: %v\n%s", a.Name, err, out)
+	}
+	return start
+}
+
+// Status is the agent's status --json.
+func (m *Mesh) Status(a *Agent) StatusJSON {
+	out, err := m.CLI(a, "status", "--json")
+	if err != nil {
+		m.t.Fatalf("%s status: %v\n%s", a.Name, err, out)
+	}
+	var s StatusJSON
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		m.t.Fatalf("%s status json: %v\n%s", a.Name, err, out)
+	}
+	return s
+}
+
+// IPOf is the overlay IP of a status.
+func IPOf(s StatusJSON) string { ip, _, _ := strings.Cut(s.NetbirdIP, "/"); return ip }
+
+// Ping sends one echo request.
+func (m *Mesh) Ping(from *Agent, ip string) bool {
+	_, err := m.Lab.Exec(from.NS, "ping", "-c", "1", "-W", "1", ip)
+	return err == nil
+}
+
+// WaitPing pings until a reply or the deadline.
+func (m *Mesh) WaitPing(from *Agent, ip string, within time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	for time.Since(start) < within {
+		if m.Ping(from, ip) {
+			return time.Since(start), true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return time.Since(start), false
+}
+
+// tcpTransfer sends size random bytes from one namespace to an overlay IP
+// listening in another, and checks they arrive intact.
+// TCPTransfer checks a TCP transfer through the tunnel.
+func (m *Mesh) TCPTransfer(from, to *Agent, toIP string, size int) error {
+	var ln net.Listener
+	if err := netlab.Do(to.NS, func() error {
+		var err error
+		ln, err = net.Listen("tcp4", toIP+":0")
+		return err
+	}); err != nil {
+		return err
+	}
+	defer ln.Close()
+	data := make([]byte, size)
+	_, _ = rand.Read(data)
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		b, _ := io.ReadAll(c)
+		got <- b
+	}()
+	var c net.Conn
+	if err := netlab.Do(from.NS, func() error {
+		var err error
+		c, err = net.DialTimeout("tcp4", ln.Addr().String(), 5*time.Second)
+		return err
+	}); err != nil {
+		return err
+	}
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write(data); err != nil {
+		c.Close()
+		return err
+	}
+	c.Close()
+	if b := <-got; !bytes.Equal(b, data) {
+		return fmt.Errorf("received %d of %d bytes intact", len(b), size)
+	}
+	return nil
+}
+
+// ConnType is how a sees the peer with peerIP (P2P, Relayed, -).
+func (m *Mesh) ConnType(a *Agent, peerIP string) string {
+	for _, p := range m.Status(a).Peers.Details {
+		if p.NetbirdIP == peerIP {
+			return p.ConnectionType
+		}
+	}
+	return "absent"
+}
+
