@@ -190,4 +190,3 @@ func (m *Mesh) ConnType(a *Agent, peerIP string) string {
 	}
 	return "absent"
 }
-
