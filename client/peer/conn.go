@@ -284,7 +284,12 @@ func credentials(payload string) (ufrag, pwd string, ok bool) {
 func (c *Conn) newSession(ctx context.Context, gen int) (*session, error) {
 	failed, disconnected, keepalive, check := 8*time.Second, 4*time.Second, 2*time.Second, 200*time.Millisecond
 	overlay := c.cfg.Overlay
+	nw, err := newNet()
+	if err != nil {
+		return nil, err
+	}
 	agent, err := ice.NewAgent(&ice.AgentConfig{
+		Net:                 nw,
 		Urls:                c.cfg.URLs(),
 		NetworkTypes:        []ice.NetworkType{ice.NetworkTypeUDP4},
 		CandidateTypes:      []ice.CandidateType{ice.CandidateTypeHost, ice.CandidateTypeServerReflexive, ice.CandidateTypeRelay},

@@ -17,6 +17,8 @@ import (
 
 	"github.com/pion/logging"
 	"github.com/pion/turn/v4"
+
+	"github.com/wiremesh/wiremesh/internal/sockbuf"
 )
 
 // Options configure the server.
@@ -49,6 +51,7 @@ func Start(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("turn: listen %s: %w", o.Listen, err)
 	}
+	bigBuffers(pc)
 	secret := []byte(o.Secret)
 	auth := func(username, realm string, src net.Addr) ([]byte, bool) {
 		// username is "<expiry unix seconds>" (optionally ":<name>").
@@ -66,7 +69,7 @@ func Start(o Options) (*Server, error) {
 		LoggerFactory: slogFactory{o.Log},
 		PacketConnConfigs: []turn.PacketConnConfig{{
 			PacketConn:            pc,
-			RelayAddressGenerator: &turn.RelayAddressGeneratorStatic{RelayAddress: net.IP(o.RelayIP.AsSlice()), Address: "0.0.0.0"},
+			RelayAddressGenerator: bufferedRelays{&turn.RelayAddressGeneratorStatic{RelayAddress: net.IP(o.RelayIP.AsSlice()), Address: "0.0.0.0"}},
 		}},
 	})
 	if err != nil {
@@ -74,6 +77,22 @@ func Start(o Options) (*Server, error) {
 		return nil, fmt.Errorf("turn: %w", err)
 	}
 	return &Server{srv: srv, addr: pc.LocalAddr().(*net.UDPAddr)}, nil
+}
+
+// bigBuffers raises socket buffers (see package sockbuf).
+func bigBuffers(pc net.PacketConn) { sockbuf.Grow(pc) }
+
+// bufferedRelays gives every relayed allocation socket big buffers too.
+type bufferedRelays struct {
+	*turn.RelayAddressGeneratorStatic
+}
+
+func (g bufferedRelays) AllocatePacketConn(network string, port int) (net.PacketConn, net.Addr, error) {
+	pc, addr, err := g.RelayAddressGeneratorStatic.AllocatePacketConn(network, port)
+	if err == nil {
+		bigBuffers(pc)
+	}
+	return pc, addr, err
 }
 
 // Port is the UDP port served.
