@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -95,4 +96,43 @@ func TestMesh(t *testing.T) {
 	if out, err := m.Lab.Exec(a.NS, "ip", "link", "show", a.Iface); err == nil {
 		t.Fatalf("interface %s still present after down:\n%s", a.Iface, out)
 	}
+}
+
+// TestHardNAT is the hard case of TESTBED.md: NAT boxes that accept packets
+// to their own WAN address (no input firewall). Each trial builds a fresh
+// lab; the test asserts connectivity and reports how often and how fast the
+// pair reaches P2P.
+func TestHardNAT(t *testing.T) {
+	trials := 3
+	if testing.Short() {
+		trials = 1
+	}
+	p2p := 0
+	var times []time.Duration
+	for i := 0; i < trials; i++ {
+		t.Run(fmt.Sprintf("trial%d", i), func(t *testing.T) {
+			m := NewMesh(t)
+			a, b := m.Agent("a", netlab.OpenBox), m.Agent("b", netlab.OpenBox)
+			start := m.Up(a)
+			m.Up(b)
+			ipA, ipB := IPOf(m.Status(a)), IPOf(m.Status(b))
+			if _, ok := m.WaitPing(a, ipB, 20*time.Second); !ok {
+				t.Fatalf("no connectivity through the hard NATs")
+			}
+			deadline := time.Now().Add(15 * time.Second)
+			for time.Now().Before(deadline) {
+				if m.ConnType(a, ipB) == "P2P" && m.ConnType(b, ipA) == "P2P" {
+					p2p++
+					times = append(times, time.Since(start))
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err := m.TCPTransfer(a, b, ipB, 256<<10); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("trial %d: a sees b as %s", i, m.ConnType(a, ipB))
+		})
+	}
+	t.Logf("hard NAT: P2P in %d of %d trials, times to P2P from first up: %v", p2p, trials, times)
 }
