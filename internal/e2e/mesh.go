@@ -49,15 +49,14 @@ type Mesh struct {
 	Lab     *netlab.Lab
 	DataDir string
 	Key     string
+	Server  *proctest.Proc
 }
 
 // NewMesh builds the lab and starts the server.
 func NewMesh(t *testing.T) *Mesh {
 	lab := netlab.New(t)
 	m := &Mesh{t: t, Lab: lab, DataDir: t.TempDir()}
-	srv := proctest.StartCmd(t, lab.Cmd(lab.NS("pub"), proctest.Binary(t, "netbird-server"), "--datadir", m.DataDir,
-		"--listen", netlab.PubAddr+":"+mgmtPort, "--stun-port", "3478", "--public-address", netlab.PubAddr), nil)
-	srv.Wait(t, regexp.MustCompile(`setup-keys create`), 20*time.Second)
+	m.StartServer()
 	out, err := proctest.Run(t, "netbird-server", "admin", "--datadir", m.DataDir, "setup-keys", "create", "--reusable")
 	if err != nil {
 		t.Fatalf("create key: %v\n%s", err, out)
@@ -65,6 +64,13 @@ func NewMesh(t *testing.T) *Mesh {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	m.Key = lines[len(lines)-1]
 	return m
+}
+
+// StartServer starts netbird-server on the public segment.
+func (m *Mesh) StartServer() {
+	m.Server = proctest.StartCmd(m.t, m.Lab.Cmd(m.Lab.NS("pub"), proctest.Binary(m.t, "netbird-server"), "--datadir", m.DataDir,
+		"--listen", netlab.PubAddr+":"+mgmtPort, "--stun-port", "3478", "--public-address", netlab.PubAddr), nil)
+	m.Server.Wait(m.t, regexp.MustCompile(`setup-keys create`), 20*time.Second)
 }
 
 // Agent adds a site of the given NAT kind with a running daemon.
@@ -75,9 +81,14 @@ func (m *Mesh) Agent(name string, kind netlab.NAT) *Agent {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	a := &Agent{Name: name, NS: ns, Dir: dir, Sock: "unix://" + filepath.Join(dir, "daemon.sock"), Iface: m.Lab.Prefix + name}
-	a.Daemon = proctest.StartCmd(t, m.Lab.Cmd(ns, proctest.Binary(t, "netbird"), "service", "run", "--daemon-addr", a.Sock, "-l", "debug"),
-		[]string{"NB_STATE_DIR=" + dir})
+	return m.RestartDaemon(&Agent{Name: name, NS: ns, Dir: dir, Sock: "unix://" + filepath.Join(dir, "daemon.sock"), Iface: m.Lab.Prefix + name})
+}
+
+// RestartDaemon starts (again) the agent's daemon with the same state.
+func (m *Mesh) RestartDaemon(a *Agent) *Agent {
+	t := m.t
+	a.Daemon = proctest.StartCmd(t, m.Lab.Cmd(a.NS, proctest.Binary(t, "netbird"), "service", "run", "--daemon-addr", a.Sock, "-l", "debug"),
+		[]string{"NB_STATE_DIR=" + a.Dir})
 	a.Daemon.Wait(t, regexp.MustCompile(`daemon listening`), 10*time.Second)
 	return a
 }

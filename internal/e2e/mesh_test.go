@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -135,4 +137,104 @@ func TestHardNAT(t *testing.T) {
 		})
 	}
 	t.Logf("hard NAT: P2P in %d of %d trials, times to P2P from first up: %v", p2p, trials, times)
+}
+
+// TestAgentLifecycle: CLI errors say what is wrong; a daemon restart keeps
+// the identity and address; established tunnels survive a management
+// restart and map changes do not drop traffic between unchanged peers.
+func TestAgentLifecycle(t *testing.T) {
+	m := NewMesh(t)
+	a, b := m.Agent("a", netlab.Home), m.Agent("b", netlab.Home)
+
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"bad url":         {[]string{"up", "-m", "ftp://nowhere", "-k", m.Key}, "not valid"},
+		"unreachable":     {[]string{"up", "-m", "http://" + netlab.PubAddr + ":1", "-k", m.Key}, "cannot reach the management server"},
+		"unknown key":     {[]string{"up", "-m", "http://" + netlab.PubAddr + ":" + mgmtPort, "-k", "6f1c9a4e-0c5b-4c1e-9a55-2b7c1f0e9d10"}, "refused the setup key"},
+		"malformed key":   {[]string{"up", "-m", "http://" + netlab.PubAddr + ":" + mgmtPort, "-k", "not-a-key"}, "refused the setup key"},
+		"no key, unknown": {[]string{"up", "-m", "http://" + netlab.PubAddr + ":" + mgmtPort}, "--setup-key"},
+	} {
+		out, err := m.CLI(a, tc.args...)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: want an error mentioning %q, got %v:\n%s", name, tc.want, err, out)
+		}
+	}
+	if out, _ := proctest.Run(t, "netbird-server", "admin", "--datadir", m.DataDir, "peers", "list"); strings.Count(out, "\n") != 1 {
+		t.Fatalf("failed ups registered peers:\n%s", out)
+	}
+	if _, err := m.Lab.Exec(a.NS, "ip", "link", "show", a.Iface); err == nil {
+		t.Fatal("a failed up left an interface behind")
+	}
+
+	m.Up(a)
+	m.Up(b)
+	stA := m.Status(a)
+	ipA, ipB := IPOf(stA), IPOf(m.Status(b))
+	if _, ok := m.WaitPing(a, ipB, 20*time.Second); !ok {
+		t.Fatal("a cannot reach b")
+	}
+
+	// Continuous pings a -> b while a third peer joins and leaves and while
+	// management restarts: none may be lost.
+	stop := make(chan struct{})
+	lost := make(chan string, 1)
+	go func() {
+		out, _ := m.Lab.Exec(a.NS, "ping", "-i", "0.05", "-w", "12", "-W", "1", ipB)
+		lost <- out
+		close(stop)
+	}()
+	c := m.Agent("c", netlab.Home)
+	m.Up(c)
+	ipC := IPOf(m.Status(c))
+	if _, ok := m.WaitPing(c, ipA, 5*time.Second); !ok {
+		t.Fatal("c cannot reach a")
+	}
+	if out, err := m.CLI(c, "logout"); err != nil {
+		t.Fatalf("logout: %v %s", err, out)
+	}
+	m.Server.Stop()
+	m.StartServer()
+	out := <-lost
+	if !strings.Contains(out, " 0% packet loss") {
+		t.Fatalf("pings a -> b were lost during map changes and a management restart:\n%s", out)
+	}
+	if m.Ping(a, ipC) {
+		t.Fatal("logged-out peer still reachable")
+	}
+
+	// After the restart both agents reconnect, and a new peer can join.
+	deadline := time.Now().Add(20 * time.Second)
+	for !m.Status(a).Management.Connected {
+		if time.Now().After(deadline) {
+			t.Fatal("a did not reconnect to management")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	d := m.Agent("d", netlab.Home)
+	m.Up(d)
+	if _, ok := m.WaitPing(d, ipA, 10*time.Second); !ok {
+		t.Fatal("new peer cannot reach a after the server restart")
+	}
+
+	// A daemon restart keeps the key and the address.
+	a.Daemon.Stop()
+	if _, err := m.Lab.Exec(a.NS, "ip", "link", "show", a.Iface); err == nil {
+		t.Fatal("stopping the daemon left the interface behind")
+	}
+	a2 := m.RestartDaemon(a)
+	if out, err := m.CLI(a2, "up"); err != nil || !strings.Contains(out, "Connected") {
+		t.Fatalf("up after restart (remembered URL, no key): %v\n%s", err, out)
+	}
+	if st := m.Status(a2); st.PublicKey != stA.PublicKey || st.NetbirdIP != stA.NetbirdIP {
+		t.Fatalf("identity changed across a daemon restart: %s %s -> %s %s", stA.PublicKey, stA.NetbirdIP, st.PublicKey, st.NetbirdIP)
+	}
+	if _, ok := m.WaitPing(a2, ipB, 20*time.Second); !ok {
+		t.Fatal("restarted a cannot reach b")
+	}
+	fi, err := os.Stat(filepath.Join(a.Dir, "config.json"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("config file mode: %v %v", fi.Mode(), err)
+	}
 }
