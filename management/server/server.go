@@ -34,7 +34,13 @@ type Options struct {
 	TURN      turncreds.Issuer
 	// Poll is how often the store is checked for changes made elsewhere.
 	Poll time.Duration
+	// EphemeralTimeout is how long an ephemeral peer may stay offline
+	// before it is removed (0: 10 minutes, as the reference).
+	EphemeralTimeout time.Duration
 }
+
+// DefaultEphemeralTimeout is the offline time after which ephemeral peers go.
+const DefaultEphemeralTimeout = 10 * time.Minute
 
 // Server is a running management service.
 type Server struct {
@@ -55,6 +61,9 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	if o.Poll <= 0 {
 		o.Poll = time.Second
 	}
+	if o.EphemeralTimeout <= 0 {
+		o.EphemeralTimeout = DefaultEphemeralTimeout
+	}
 	st, err := store.OpenSQLite(ctx, o.DataDir)
 	if err != nil {
 		return nil, err
@@ -65,6 +74,11 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	if _, err := tenant.Default(ctx, st, time.Now()); err != nil {
+		st.Close()
+		return nil, err
+	}
+	// Streams do not survive a restart: whoever was connected is offline now.
+	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.MarkAllDisconnected(ctx, time.Now().UnixNano()) }); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -81,8 +95,9 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go func() { defer s.wg.Done(); s.watch(wctx, o.Poll, seen) }()
+	go func() { defer s.wg.Done(); s.sweepEphemeral(wctx, o.EphemeralTimeout) }()
 	return s, nil
 }
 
@@ -151,6 +166,34 @@ func (s *Server) watch(ctx context.Context, every time.Duration, seen map[accoun
 			}
 		}
 		seen = now
+	}
+}
+
+// sweepEphemeral removes ephemeral peers offline for longer than timeout.
+func (s *Server) sweepEphemeral(ctx context.Context, timeout time.Duration) {
+	t := time.NewTicker(max(timeout/10, 50*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var stale []account.Peer
+		err := s.Store.Read(ctx, func(tx *store.Tx) error {
+			var err error
+			stale, err = tx.StaleEphemeralPeers(ctx, time.Now().Add(-timeout).UnixNano())
+			return err
+		})
+		if err != nil {
+			continue
+		}
+		for _, p := range stale {
+			// Another instance (or the admin) may have removed it already.
+			if err := s.Peers.Delete(ctx, p.ID); err == nil {
+				s.log.Info("removed offline ephemeral peer", "peer", p.ID, "name", p.Name)
+			}
+		}
 	}
 }
 

@@ -40,6 +40,10 @@ type env struct {
 }
 
 func start(t *testing.T, dir string, issuer turncreds.Issuer) *env {
+	return startWith(t, dir, server.Options{TURN: issuer})
+}
+
+func startWith(t *testing.T, dir string, o server.Options) *env {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -49,7 +53,8 @@ func start(t *testing.T, dir string, issuer turncreds.Issuer) *env {
 	port := ln.Addr().(*net.TCPAddr).Port
 	adv := server.Advertiser{SignalPort: port, STUNPort: 3478, TURNPort: 3478}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.Open(ctx, server.Options{DataDir: dir, Log: log, Advertise: adv, TURN: issuer, Poll: 100 * time.Millisecond})
+	o.DataDir, o.Log, o.Advertise, o.Poll = dir, log, adv, 100*time.Millisecond
+	srv, err := server.Open(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,5 +491,45 @@ func TestNewestSyncWinsAndJob(t *testing.T) {
 	}
 	if _, err := js.Recv(); code(err) != codes.DeadlineExceeded {
 		t.Fatalf("job stream should be held open until our deadline, got %v", err)
+	}
+}
+
+func TestEphemeralPeersRemovedWhenOffline(t *testing.T) {
+	e := startWith(t, t.TempDir(), server.Options{EphemeralTimeout: 300 * time.Millisecond})
+	_, eph := e.setupKey(setupkey.Options{Reusable: true, Ephemeral: true})
+	_, normal := e.setupKey(setupkey.Options{Reusable: true})
+	c := ctx(t)
+	gone, online, keeper := testpeer.New(e.conn, "gone"), testpeer.New(e.conn, "online"), testpeer.New(e.conn, "keeper")
+	for p, k := range map[*testpeer.Peer]string{gone: eph, online: eph, keeper: normal} {
+		if _, err := p.Login(c, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := online.Sync(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ks, err := keeper.Sync(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks.Close() // offline, but not ephemeral
+	deadline := time.Now().Add(5 * time.Second)
+	for e.peerCount() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("offline ephemeral peer not removed: %d peers", e.peerCount())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := e.peerCount(); n != 2 {
+		t.Fatalf("connected ephemeral or offline normal peer removed: %d peers", n)
+	}
+	if _, err := gone.Login(c, ""); code(err) != codes.PermissionDenied {
+		t.Fatalf("removed ephemeral peer still logs in: %v", err)
+	}
+	if err := s.WaitFor(2*time.Second, func([]*mgmtpb.SyncResponse) bool { return testpeer.HasPeers(s.LatestMap(), keeper.Public()) }); err != nil {
+		t.Fatalf("online peer's map still lists the removed one: %v", err)
 	}
 }

@@ -171,6 +171,32 @@ func (tx *Tx) Peers(ctx context.Context, id account.ID) ([]account.Peer, error) 
 	return out, rows.Err()
 }
 
+// StaleEphemeralPeers lists ephemeral peers offline since before the given
+// time (unix nanoseconds).
+func (tx *Tx) StaleEphemeralPeers(ctx context.Context, before int64) ([]account.Peer, error) {
+	rows, err := tx.q.QueryContext(ctx, `SELECT `+peerCols+` FROM peers WHERE ephemeral AND NOT connected AND last_seen < ?`, before)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []account.Peer
+	for rows.Next() {
+		p, err := scanPeer(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// MarkAllDisconnected records that no peer has a stream open, as after a
+// restart of the only management instance; it counts offline time from now.
+func (tx *Tx) MarkAllDisconnected(ctx context.Context, now int64) error {
+	_, err := tx.q.ExecContext(ctx, `UPDATE peers SET connected = FALSE, last_seen = ? WHERE connected`, now)
+	return err
+}
+
 // --- setup keys ---
 
 const setupKeyCols = `id, account_id, name, key_hash, key_prefix, reusable, usage_limit, used_times, expires_at, revoked, auto_groups, ephemeral, created_at, last_used`
