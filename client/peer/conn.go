@@ -123,6 +123,9 @@ type (
 		err  error
 	}
 	pairChanged struct{ gen int }
+	// adoptPath makes the controlled side point WireGuard at the path
+	// itself, once the controlling side had time to start the handshake.
+	adoptPath struct{ gen int }
 )
 
 // session is one ICE agent and the credentials exchanged for it.
@@ -140,6 +143,7 @@ type session struct {
 	cands     []string // local candidates gathered so far, resent with offers and answers
 	relayed   bool
 	connected bool
+	adopted   bool // the controlled side pointed WireGuard at the path
 }
 
 func (c *Conn) controlling() bool { return c.cfg.Local.Public().String() > c.cfg.Remote.String() }
@@ -156,9 +160,20 @@ func (c *Conn) setStatus(f func(*Status)) {
 
 func (c *Conn) run(ctx context.Context) {
 	defer close(c.done)
+	// Only the controlling side starts the WireGuard handshake. If both
+	// initiate at once, each handshake overwrites the other and both wait
+	// 5 s (REKEY_TIMEOUT) to retry; and a peer that tried to send before
+	// it had an endpoint also waits 5 s. So the controlling side adds the
+	// WireGuard peer only when it has a path (its earlier packets are just
+	// dropped), and the controlled side adds it at once without an
+	// endpoint: it answers the controller's handshake, learning the
+	// endpoint from it, and adopts the path itself shortly after (adoptDelay).
 	allowed := c.cfg.AllowedIPs
-	if err := c.wg.SetPeer(wg.Peer{Key: c.cfg.Remote, AllowedIPs: allowed}); err != nil {
-		c.log.Error("configure WireGuard peer", "err", err)
+	configured := !c.controlling()
+	if configured {
+		if err := c.wg.SetPeer(wg.Peer{Key: c.cfg.Remote, AllowedIPs: allowed}); err != nil {
+			c.log.Error("configure WireGuard peer", "err", err)
+		}
 	}
 	gen := 0
 	var s *session
@@ -205,7 +220,9 @@ func (c *Conn) run(ctx context.Context) {
 			switch ev := ev.(type) {
 			case allowedIPs:
 				allowed = ev
-				_ = c.wg.SetPeer(wg.Peer{Key: c.cfg.Remote, AllowedIPs: allowed})
+				if configured {
+					_ = c.wg.SetPeer(wg.Peer{Key: c.cfg.Remote, AllowedIPs: allowed})
+				}
 			case *signalpb.Body:
 				if s == nil {
 					continue
@@ -265,11 +282,25 @@ func (c *Conn) run(ctx context.Context) {
 					continue // the state callback schedules the restart
 				}
 				s.conn = ev.conn
-				c.usePath(s, allowed)
 				backoff = time.Second
+				if c.controlling() {
+					configured = c.usePath(s, allowed) || configured
+				} else {
+					c.reportPath(s)
+					gen := s.gen
+					time.AfterFunc(adoptDelay, func() { c.post(adoptPath{gen: gen}) })
+				}
 			case pairChanged:
 				if s != nil && ev.gen == s.gen && s.conn != nil {
-					c.usePath(s, allowed)
+					if c.controlling() || s.adopted {
+						configured = c.usePath(s, allowed) || configured
+					} else {
+						c.reportPath(s)
+					}
+				}
+			case adoptPath:
+				if s != nil && ev.gen == s.gen && s.conn != nil {
+					s.adopted = c.usePath(s, allowed)
 				}
 			}
 		}
@@ -282,33 +313,39 @@ func credentials(payload string) (ufrag, pwd string, ok bool) {
 }
 
 func (c *Conn) newSession(ctx context.Context, gen int) (*session, error) {
-	failed, disconnected, keepalive, check := 8*time.Second, 4*time.Second, 2*time.Second, 200*time.Millisecond
 	overlay := c.cfg.Overlay
 	nw, err := newNet()
 	if err != nil {
 		return nil, err
 	}
-	agent, err := ice.NewAgent(&ice.AgentConfig{
-		Net:                 nw,
-		Urls:                c.cfg.URLs(),
-		NetworkTypes:        []ice.NetworkType{ice.NetworkTypeUDP4},
-		CandidateTypes:      []ice.CandidateType{ice.CandidateTypeHost, ice.CandidateTypeServerReflexive, ice.CandidateTypeRelay},
-		UDPMux:              c.cfg.Mux,
-		UDPMuxSrflx:         c.cfg.Mux,
-		MulticastDNSMode:    ice.MulticastDNSModeDisabled,
-		FailedTimeout:       &failed,
-		DisconnectedTimeout: &disconnected,
-		KeepaliveInterval:   &keepalive,
-		CheckInterval:       &check,
-		IPFilter: func(ip net.IP) bool {
-			a, ok := netip.AddrFromSlice(ip)
-			return ok && usableIP(a.Unmap(), overlay)
-		},
-		RemoteIPFilter: func(ip net.IP) bool {
-			a, ok := netip.AddrFromSlice(ip)
-			return ok && usableIP(a.Unmap(), overlay)
-		},
-	})
+	usable := func(ip net.IP) bool {
+		a, ok := netip.AddrFromSlice(ip)
+		return ok && usableIP(a.Unmap(), overlay)
+	}
+	// Accept the first working path quickly (traffic should flow as soon as
+	// any path works) and let renomination move to a better one later,
+	// e.g. from TURN to a direct pair once its checks succeed.
+	agent, err := ice.NewAgentWithOptions(
+		ice.WithNet(nw),
+		ice.WithUrls(c.cfg.URLs()),
+		ice.WithNetworkTypes([]ice.NetworkType{ice.NetworkTypeUDP4}),
+		ice.WithCandidateTypes([]ice.CandidateType{ice.CandidateTypeHost, ice.CandidateTypeServerReflexive, ice.CandidateTypeRelay}),
+		ice.WithUDPMux(c.cfg.Mux),
+		ice.WithUDPMuxSrflx(c.cfg.Mux),
+		ice.WithMulticastDNSMode(ice.MulticastDNSModeDisabled),
+		ice.WithFailedTimeout(8*time.Second),
+		ice.WithDisconnectedTimeout(4*time.Second),
+		ice.WithKeepaliveInterval(2*time.Second),
+		ice.WithCheckInterval(200*time.Millisecond),
+		ice.WithHostAcceptanceMinWait(0),
+		ice.WithSrflxAcceptanceMinWait(100*time.Millisecond),
+		ice.WithPrflxAcceptanceMinWait(200*time.Millisecond),
+		ice.WithRelayAcceptanceMinWait(400*time.Millisecond),
+		ice.WithRenomination(ice.DefaultNominationValueGenerator()),
+		ice.WithAutomaticRenomination(2*time.Second),
+		ice.WithIPFilter(usable),
+		ice.WithRemoteIPFilter(usable),
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -406,11 +443,19 @@ func (c *Conn) addCandidate(s *session, payload string) {
 	}
 }
 
-// usePath points WireGuard at the selected pair.
-func (c *Conn) usePath(s *session, allowed []netip.Prefix) {
+// keepalive keeps NAT mappings and TURN permissions of a path alive.
+const keepalive = 25 * time.Second
+
+// adoptDelay is how long the controlled side leaves the first handshake to
+// the controlling one: more than a WAN round trip, less than WireGuard's
+// 5 s retry.
+const adoptDelay = 500 * time.Millisecond
+
+// usePath points WireGuard at the selected pair and reports whether it did.
+func (c *Conn) usePath(s *session, allowed []netip.Prefix) bool {
 	pair, err := s.agent.GetSelectedCandidatePair()
 	if err != nil || pair == nil {
-		return
+		return false
 	}
 	local, remote := pair.Local, pair.Remote
 	var endpoint string
@@ -424,17 +469,35 @@ func (c *Conn) usePath(s *session, allowed []netip.Prefix) {
 		}
 		ip, err := netip.ParseAddr(remote.Address())
 		if err != nil {
-			return
+			return false
 		}
 		endpoint = netip.AddrPortFrom(ip, uint16(remote.Port())).String()
 	}
-	if err := c.wg.SetPeer(wg.Peer{Key: c.cfg.Remote, AllowedIPs: allowed, Endpoint: endpoint, Keepalive: 25 * time.Second}); err != nil {
+	if err := c.wg.SetPeer(wg.Peer{Key: c.cfg.Remote, AllowedIPs: allowed, Endpoint: endpoint, Keepalive: keepalive}); err != nil {
 		c.log.Error("set WireGuard endpoint", "endpoint", endpoint, "err", err)
+		return false
+	}
+	c.log.Debug("WireGuard endpoint set", "endpoint", endpoint)
+	c.reportPath(s)
+	return true
+}
+
+// reportPath records the selected pair in the status.
+func (c *Conn) reportPath(s *session) {
+	pair, err := s.agent.GetSelectedCandidatePair()
+	if err != nil || pair == nil {
 		return
+	}
+	local, remote := pair.Local, pair.Remote
+	if local.Type() == ice.CandidateTypeRelay && !s.relayed {
+		// The controlled side receives over the relay before it adopts the
+		// path: WireGuard must already be able to read from it.
+		c.wg.Bind().Relay(c.cfg.Remote.String(), s.conn)
+		s.relayed = true
 	}
 	s.connected = true
 	relayed := local.Type() == ice.CandidateTypeRelay || remote.Type() == ice.CandidateTypeRelay
-	c.log.Info("peer connected", "local", local.Type().String(), "remote", remote.Type().String(), "endpoint", endpoint, "relayed", relayed)
+	c.log.Info("peer connected", "local", local.Type().String(), "remote", remote.Type().String(), "relayed", relayed)
 	c.setStatus(func(st *Status) {
 		st.State, st.Relayed = "Connected", relayed
 		st.LocalType, st.RemoteType = local.Type().String(), remote.Type().String()

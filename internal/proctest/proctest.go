@@ -102,7 +102,7 @@ func StartCmd(t testing.TB, cmd *exec.Cmd, env []string) *Proc {
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.Stop()
-		if t.Failed() {
+		if t.Failed() || os.Getenv("WIREMESH_TEST_LOGS") != "" {
 			t.Logf("output of %s:\n%s", filepath.Base(cmd.Path), p.Output())
 		}
 	})
