@@ -141,6 +141,7 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 		fqdn:  lr.GetPeerConfig().GetFqdn(),
 		peers: map[key.Public]*remote{},
 	}
+	dev.Bind().SetProbeHandler(e.onProbe)
 	rctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	e.wg.Add(2)
@@ -192,6 +193,19 @@ func (e *Engine) onSignal(m signalclient.Message) {
 		return // not in our map: the spec says drop
 	}
 	r.conn.Signal(m.Body)
+}
+
+func (e *Engine) onProbe(from netip.AddrPort, body []byte) {
+	sender, ok := peer.ProbeSender(body)
+	if !ok {
+		return
+	}
+	e.mu.Lock()
+	r := e.peers[sender]
+	e.mu.Unlock()
+	if r != nil {
+		r.conn.Probe(from, body)
+	}
 }
 
 func (e *Engine) currentURLs() []*stun.URI {

@@ -47,6 +47,9 @@ type Config struct {
 	WGPort     int
 	Version    string
 	Log        *slog.Logger
+	// PunchQuiet overrides DefaultPunchQuiet; NoPunch turns punching off.
+	PunchQuiet time.Duration
+	NoPunch    bool
 }
 
 // Status is what `netbird status` shows for the peer.
@@ -144,6 +147,8 @@ type session struct {
 	relayed   bool
 	connected bool
 	adopted   bool // the controlled side pointed WireGuard at the path
+	punched   bool // WireGuard uses a path punched beyond ICE (punch.go)
+	punch     punch
 }
 
 func (c *Conn) controlling() bool { return c.cfg.Local.Public().String() > c.cfg.Remote.String() }
@@ -290,8 +295,16 @@ func (c *Conn) run(ctx context.Context) {
 					gen := s.gen
 					time.AfterFunc(adoptDelay, func() { c.post(adoptPath{gen: gen}) })
 				}
+			case probeEvent:
+				if s != nil {
+					c.onProbe(s, ev, allowed)
+				}
+			case punchTick:
+				if s != nil && ev.gen == s.gen {
+					c.onPunchTick(s)
+				}
 			case pairChanged:
-				if s != nil && ev.gen == s.gen && s.conn != nil {
+				if s != nil && ev.gen == s.gen && s.conn != nil && !s.punched {
 					if c.controlling() || s.adopted {
 						configured = c.usePath(s, allowed) || configured
 					} else {
@@ -341,8 +354,6 @@ func (c *Conn) newSession(ctx context.Context, gen int) (*session, error) {
 		ice.WithSrflxAcceptanceMinWait(100*time.Millisecond),
 		ice.WithPrflxAcceptanceMinWait(200*time.Millisecond),
 		ice.WithRelayAcceptanceMinWait(400*time.Millisecond),
-		ice.WithRenomination(ice.DefaultNominationValueGenerator()),
-		ice.WithAutomaticRenomination(2*time.Second),
 		ice.WithIPFilter(usable),
 		ice.WithRemoteIPFilter(usable),
 	)
@@ -383,6 +394,7 @@ func (c *Conn) closeSession(s *session) {
 	if s == nil {
 		return
 	}
+	s.punch.finish()
 	if s.relayed {
 		c.wg.Bind().Unrelay(c.cfg.Remote.String())
 	}
@@ -437,6 +449,11 @@ func (c *Conn) addCandidate(s *session, payload string) {
 	}
 	if cand.NetworkType() != ice.NetworkTypeUDP4 {
 		return
+	}
+	if cand.Type() == ice.CandidateTypeServerReflexive && !s.punch.remote.IsValid() {
+		if ip, err := netip.ParseAddr(cand.Address()); err == nil {
+			s.punch.remote = netip.AddrPortFrom(ip.Unmap(), uint16(cand.Port()))
+		}
 	}
 	if err := s.agent.AddRemoteCandidate(cand); err != nil {
 		c.log.Debug("add remote candidate", "err", err)
@@ -497,6 +514,9 @@ func (c *Conn) reportPath(s *session) {
 	}
 	s.connected = true
 	relayed := local.Type() == ice.CandidateTypeRelay || remote.Type() == ice.CandidateTypeRelay
+	if relayed {
+		c.startPunch(s)
+	}
 	c.log.Info("peer connected", "local", local.Type().String(), "remote", remote.Type().String(), "relayed", relayed)
 	c.setStatus(func(st *Status) {
 		st.State, st.Relayed = "Connected", relayed

@@ -38,17 +38,3 @@ func (d *Device) SetAddress(p netip.Prefix, mtu int) error {
 	}
 	return nil
 }
-
-// KernelAvailable reports whether the kernel offers WireGuard links. The
-// agent then still uses userspace WireGuard (it needs the shared ICE
-// socket); the result is reported in status.
-func KernelAvailable() bool {
-	la := netlink.NewLinkAttrs()
-	la.Name = "wmprobe0"
-	err := netlink.LinkAdd(&netlink.Wireguard{LinkAttrs: la})
-	if err != nil {
-		return false
-	}
-	_ = netlink.LinkDel(&netlink.Wireguard{LinkAttrs: la})
-	return true
-}

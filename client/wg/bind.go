@@ -46,6 +46,8 @@ type Bind struct {
 
 	mu     sync.Mutex
 	port   uint16
+	sock4  *net.UDPConn // the standard bind's IPv4 socket, for probes
+	probes ProbeHandler
 	epoch  chan struct{} // closed by Close; replaced by Open
 	relays map[string]*relayEndpoint
 
@@ -108,6 +110,7 @@ func (b *Bind) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) {
 	b.mu.Lock()
 	epoch := make(chan struct{})
 	b.epoch, b.port = epoch, actual
+	b.sock4 = ipv4Socket(b.std) // read right after Open, before any concurrent use
 	b.mu.Unlock()
 	out := make([]conn.ReceiveFunc, 0, len(fns)+1)
 	for _, fn := range fns {
@@ -128,9 +131,14 @@ func (b *Bind) filterSTUN(fn conn.ReceiveFunc) conn.ReceiveFunc {
 			}
 			out := 0
 			for i := 0; i < n; i++ {
-				if isSTUN(packets[i][:sizes[i]]) {
+				if p := packets[i][:sizes[i]]; isSTUN(p) || isProbe(p) {
 					if ep, ok := eps[i].(*conn.StdNetEndpoint); ok {
-						b.stun.deliver(packets[i][:sizes[i]], netip.AddrPortFrom(ep.Addr().Unmap(), ep.Port()))
+						from := netip.AddrPortFrom(ep.Addr().Unmap(), ep.Port())
+						if isProbe(p) {
+							b.deliverProbe(p, from)
+						} else {
+							b.stun.deliver(p, from)
+						}
 					}
 					continue
 				}
@@ -182,6 +190,7 @@ func (b *Bind) Close() error {
 	default:
 		close(b.epoch)
 	}
+	b.sock4 = nil
 	b.mu.Unlock()
 	return b.std.Close()
 }

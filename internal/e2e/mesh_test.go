@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -101,42 +102,58 @@ func TestMesh(t *testing.T) {
 }
 
 // TestHardNAT is the hard case of TESTBED.md: NAT boxes that accept packets
-// to their own WAN address (no input firewall). Each trial builds a fresh
-// lab; the test asserts connectivity and reports how often and how fast the
-// pair reaches P2P.
+// to their own WAN address (no input firewall). ICE fails on every direct
+// pair there and connects through TURN; the agent then punches a direct
+// path (client/peer/punch.go) after the stale NAT entries expired. Trials
+// run in parallel, each in its own lab; the test asserts connectivity at
+// once and TCP both ways (over whichever path is in use at the end), and
+// reports how often and how fast P2P was reached (it is not reliable yet).
 func TestHardNAT(t *testing.T) {
 	trials := 3
 	if testing.Short() {
 		trials = 1
 	}
-	p2p := 0
-	var times []time.Duration
-	for i := 0; i < trials; i++ {
-		t.Run(fmt.Sprintf("trial%d", i), func(t *testing.T) {
-			m := NewMesh(t)
-			a, b := m.Agent("a", netlab.OpenBox), m.Agent("b", netlab.OpenBox)
-			start := m.Up(a)
-			m.Up(b)
-			ipA, ipB := IPOf(m.Status(a)), IPOf(m.Status(b))
-			if _, ok := m.WaitPing(a, ipB, 20*time.Second); !ok {
-				t.Fatalf("no connectivity through the hard NATs")
-			}
-			deadline := time.Now().Add(15 * time.Second)
-			for time.Now().Before(deadline) {
-				if m.ConnType(a, ipB) == "P2P" && m.ConnType(b, ipA) == "P2P" {
-					p2p++
-					times = append(times, time.Since(start))
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			if err := m.TCPTransfer(a, b, ipB, 256<<10); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("trial %d: a sees b as %s", i, m.ConnType(a, ipB))
-		})
+	if n, err := strconv.Atoi(os.Getenv("HARDNAT_TRIALS")); err == nil {
+		trials = n
 	}
-	t.Logf("hard NAT: P2P in %d of %d trials, times to P2P from first up: %v", p2p, trials, times)
+	var mu sync.Mutex
+	var times []time.Duration
+	t.Run("trials", func(t *testing.T) {
+		for i := 0; i < trials; i++ {
+			t.Run(fmt.Sprintf("trial%d", i), func(t *testing.T) {
+				t.Parallel()
+				m := NewMesh(t)
+				a, b := m.Agent("a", netlab.OpenBox), m.Agent("b", netlab.OpenBox)
+				start := m.Up(a)
+				m.Up(b)
+				ipA, ipB := IPOf(m.Status(a)), IPOf(m.Status(b))
+				if _, ok := m.WaitPing(a, ipB, 20*time.Second); !ok {
+					t.Fatalf("no connectivity through the hard NATs")
+				}
+				t.Logf("connected (%s) after %v", m.ConnType(a, ipB), time.Since(start).Round(time.Millisecond))
+				deadline := time.Now().Add(2*40*time.Second + 40*time.Second)
+				for m.ConnType(a, ipB) != "P2P" || m.ConnType(b, ipA) != "P2P" {
+					if time.Now().After(deadline) {
+						t.Logf("still %s after %v", m.ConnType(a, ipB), time.Since(start).Round(time.Second))
+						break
+					}
+					time.Sleep(500 * time.Millisecond)
+				}
+				if m.ConnType(a, ipB) == "P2P" {
+					mu.Lock()
+					times = append(times, time.Since(start).Round(time.Second))
+					mu.Unlock()
+				}
+				if err := m.TCPTransfer(a, b, ipB, 1<<20); err != nil {
+					t.Fatalf("TCP a -> b (%s): %v", m.ConnType(a, ipB), err)
+				}
+				if err := m.TCPTransfer(b, a, ipA, 1<<20); err != nil {
+					t.Fatalf("TCP b -> a (%s): %v", m.ConnType(a, ipB), err)
+				}
+			})
+		}
+	})
+	t.Logf("hard NAT: P2P in %d of %d trials, after %v from the first up", len(times), trials, times)
 }
 
 // TestAgentLifecycle: CLI errors say what is wrong; a daemon restart keeps

@@ -11,6 +11,26 @@ import (
 	"github.com/wiremesh/wiremesh/management/account"
 )
 
+type scanner interface{ Scan(...any) error }
+
+// queryAll runs a query and scans every row with scan.
+func queryAll[T any](ctx context.Context, q querier, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // --- accounts ---
 
 // InsertAccount creates an account.
@@ -22,7 +42,7 @@ func (tx *Tx) InsertAccount(ctx context.Context, a account.Account) error {
 
 const accountCols = `id, domain, network, serial, created_at`
 
-func scanAccount(sc interface{ Scan(...any) error }) (account.Account, error) {
+func scanAccount(sc scanner) (account.Account, error) {
 	var (
 		a       account.Account
 		id, net string
@@ -47,20 +67,7 @@ func (tx *Tx) Account(ctx context.Context, id account.ID) (account.Account, erro
 
 // Accounts lists all accounts, oldest first.
 func (tx *Tx) Accounts(ctx context.Context) ([]account.Account, error) {
-	rows, err := tx.q.QueryContext(ctx, `SELECT `+accountCols+` FROM accounts ORDER BY created_at, id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []account.Account
-	for rows.Next() {
-		a, err := scanAccount(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, tx.q, scanAccount, `SELECT `+accountCols+` FROM accounts ORDER BY created_at, id`)
 }
 
 // BumpSerial increments and returns the account's network serial. Because it
@@ -75,7 +82,7 @@ func (tx *Tx) BumpSerial(ctx context.Context, id account.ID) (uint64, error) {
 
 const peerCols = `id, account_id, wg_pub_key, ip, name, dns_label, meta, ssh_pub_key, setup_key_id, ephemeral, created_at, last_login, last_seen, connected`
 
-func scanPeer(sc interface{ Scan(...any) error }) (account.Peer, error) {
+func scanPeer(sc scanner) (account.Peer, error) {
 	var (
 		p                        account.Peer
 		id, acc, k, ip, meta, sk string
@@ -155,39 +162,13 @@ func (tx *Tx) Peer(ctx context.Context, id account.PeerID) (account.Peer, error)
 
 // Peers lists the account's peers ordered by IP registration time.
 func (tx *Tx) Peers(ctx context.Context, id account.ID) ([]account.Peer, error) {
-	rows, err := tx.q.QueryContext(ctx, `SELECT `+peerCols+` FROM peers WHERE account_id = ? ORDER BY created_at, id`, string(id))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []account.Peer
-	for rows.Next() {
-		p, err := scanPeer(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, tx.q, scanPeer, `SELECT `+peerCols+` FROM peers WHERE account_id = ? ORDER BY created_at, id`, string(id))
 }
 
 // StaleEphemeralPeers lists ephemeral peers offline since before the given
 // time (unix nanoseconds).
 func (tx *Tx) StaleEphemeralPeers(ctx context.Context, before int64) ([]account.Peer, error) {
-	rows, err := tx.q.QueryContext(ctx, `SELECT `+peerCols+` FROM peers WHERE ephemeral AND NOT connected AND last_seen < ?`, before)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []account.Peer
-	for rows.Next() {
-		p, err := scanPeer(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, tx.q, scanPeer, `SELECT `+peerCols+` FROM peers WHERE ephemeral AND NOT connected AND last_seen < ?`, before)
 }
 
 // MarkAllDisconnected records that no peer has a stream open, as after a
@@ -201,7 +182,7 @@ func (tx *Tx) MarkAllDisconnected(ctx context.Context, now int64) error {
 
 const setupKeyCols = `id, account_id, name, key_hash, key_prefix, reusable, usage_limit, used_times, expires_at, revoked, auto_groups, ephemeral, created_at, last_used`
 
-func scanSetupKey(sc interface{ Scan(...any) error }) (account.SetupKey, error) {
+func scanSetupKey(sc scanner) (account.SetupKey, error) {
 	var (
 		k                     account.SetupKey
 		id, acc, groups       string
@@ -246,20 +227,7 @@ func (tx *Tx) SetupKey(ctx context.Context, id account.SetupKeyID) (account.Setu
 
 // SetupKeys lists an account's setup keys, oldest first.
 func (tx *Tx) SetupKeys(ctx context.Context, id account.ID) ([]account.SetupKey, error) {
-	rows, err := tx.q.QueryContext(ctx, `SELECT `+setupKeyCols+` FROM setup_keys WHERE account_id = ? ORDER BY created_at, id`, string(id))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []account.SetupKey
-	for rows.Next() {
-		k, err := scanSetupKey(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, tx.q, scanSetupKey, `SELECT `+setupKeyCols+` FROM setup_keys WHERE account_id = ? ORDER BY created_at, id`, string(id))
 }
 
 // ConsumeSetupKey counts one use of the key if it is still valid at now,
