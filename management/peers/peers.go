@@ -52,6 +52,7 @@ type LoginInput struct {
 	SetupKey  string
 	Meta      account.Meta
 	SSHPubKey string
+	KeepSSH   bool // leave the stored SSH key as it is (metadata-only updates)
 }
 
 // Login returns the registered peer for in.Key, registering it with the
@@ -118,7 +119,7 @@ func (s *Service) refresh(ctx context.Context, tx *store.Tx, p account.Peer, in 
 		changed = label != p.DNSLabel || in.Meta.Hostname != p.Name
 		p.Name, p.DNSLabel = in.Meta.Hostname, label
 	}
-	if in.SSHPubKey != p.SSHPubKey {
+	if !in.KeepSSH && in.SSHPubKey != p.SSHPubKey {
 		changed = true
 		p.SSHPubKey = in.SSHPubKey
 	}
@@ -253,16 +254,6 @@ func (s *Service) SetConnected(ctx context.Context, id account.PeerID, connected
 
 // UpdateMeta stores what a peer reports on Sync or SyncMeta.
 func (s *Service) UpdateMeta(ctx context.Context, k key.Public, meta account.Meta) error {
-	_, _, err := s.Login(ctx, LoginInput{Key: k, Meta: meta, SSHPubKey: s.currentSSH(ctx, k)})
+	_, _, err := s.Login(ctx, LoginInput{Key: k, Meta: meta, KeepSSH: true})
 	return err
-}
-
-func (s *Service) currentSSH(ctx context.Context, k key.Public) string {
-	var ssh string
-	_ = s.store.Read(ctx, func(tx *store.Tx) error {
-		p, err := tx.PeerByKey(ctx, k)
-		ssh = p.SSHPubKey
-		return err
-	})
-	return ssh
 }
