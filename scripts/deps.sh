@@ -8,6 +8,9 @@ command -v protoc >/dev/null || need+=(protobuf-compiler)
 command -v ip >/dev/null || need+=(iproute2)
 command -v iptables >/dev/null || need+=(iptables)
 command -v ping >/dev/null || need+=(iputils-ping)
+# store tests run a private PostgreSQL server (internal/pgtest)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v runuser >/dev/null || need+=(util-linux)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then echo "need root to install: ${need[*]}" >&2; exit 1; fi
   export DEBIAN_FRONTEND=noninteractive

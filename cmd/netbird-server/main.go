@@ -25,6 +25,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/admin"
 	mgmt "github.com/wiremesh/wiremesh/management/server"
+	"github.com/wiremesh/wiremesh/management/storeflag"
 	"github.com/wiremesh/wiremesh/management/turncreds"
 	sig "github.com/wiremesh/wiremesh/signal/server"
 )
@@ -37,6 +38,7 @@ func main() {
 }
 
 type options struct {
+	store                                 *storeflag.Flags
 	dataDir, listen, publicAddr, logLevel string
 	stunPort                              int
 	turnSecret, turnRelayIP               string
@@ -51,7 +53,7 @@ func command() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
-		RunE:          func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), o) },
+		RunE:          func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), &o) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.dataDir, "datadir", "/var/lib/netbird-server", "directory holding the store")
@@ -61,11 +63,16 @@ func command() *cobra.Command {
 	f.StringVar(&o.turnSecret, "turn-secret", "", "TURN REST shared secret (default: random at each start)")
 	f.StringVar(&o.turnRelayIP, "turn-relay-ip", "", "IPv4 address of relayed TURN allocations (default: public address or first global IPv4)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	cmd.AddCommand(admin.Command("/var/lib/netbird-server"))
+	o.store = storeflag.Bind(f)
+	cmd.AddCommand(admin.Command("/var/lib/netbird-server"), admin.MigrateCommand("/var/lib/netbird-server"))
 	return cmd
 }
 
-func run(ctx context.Context, o options) error {
+func run(ctx context.Context, o *options) error {
+	sc, err := o.store.Config(o.dataDir, os.Getenv)
+	if err != nil {
+		return err
+	}
 	log, err := logging.New(os.Stderr, o.logLevel)
 	if err != nil {
 		return err
@@ -102,7 +109,7 @@ func run(ctx context.Context, o options) error {
 		log.Info("STUN/TURN listening", "udp_port", ts.Port(), "relay_ip", relayIP)
 	}
 
-	m, err := mgmt.Open(ctx, mgmt.Options{DataDir: o.dataDir, Log: log, Advertise: adv, TURN: issuer})
+	m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv, TURN: issuer})
 	if err != nil {
 		return err
 	}

@@ -48,16 +48,22 @@ type Mesh struct {
 	t       *testing.T
 	Lab     *netlab.Lab
 	DataDir string
-	Key     string
-	Server  *proctest.Proc
+	// StoreArgs select the store engine (none: SQLite in DataDir).
+	StoreArgs []string
+	Key       string
+	Server    *proctest.Proc
 }
 
-// NewMesh builds the lab and starts the server.
-func NewMesh(t *testing.T) *Mesh {
+// NewMesh builds the lab and starts the server on the embedded store.
+func NewMesh(t *testing.T) *Mesh { return NewMeshOn(t, nil) }
+
+// NewMeshOn builds the lab and starts the server with the given store
+// arguments (e.g. --store postgres --store-dsn DSN).
+func NewMeshOn(t *testing.T, storeArgs []string) *Mesh {
 	lab := netlab.New(t)
-	m := &Mesh{t: t, Lab: lab, DataDir: t.TempDir()}
+	m := &Mesh{t: t, Lab: lab, DataDir: t.TempDir(), StoreArgs: storeArgs}
 	m.StartServer()
-	out, err := proctest.Run(t, "netbird-server", "admin", "--datadir", m.DataDir, "setup-keys", "create", "--reusable")
+	out, err := m.Admin("setup-keys", "create", "--reusable")
 	if err != nil {
 		t.Fatalf("create key: %v\n%s", err, out)
 	}
@@ -66,10 +72,17 @@ func NewMesh(t *testing.T) *Mesh {
 	return m
 }
 
+// Admin runs `netbird-server admin` on the mesh's store.
+func (m *Mesh) Admin(args ...string) (string, error) {
+	full := append(append([]string{"admin", "--datadir", m.DataDir}, m.StoreArgs...), args...)
+	return proctest.Run(m.t, "netbird-server", full...)
+}
+
 // StartServer starts netbird-server on the public segment.
 func (m *Mesh) StartServer() {
-	m.Server = proctest.StartCmd(m.t, m.Lab.Cmd(m.Lab.NS("pub"), proctest.Binary(m.t, "netbird-server"), "--datadir", m.DataDir,
-		"--listen", netlab.PubAddr+":"+mgmtPort, "--stun-port", "3478", "--public-address", netlab.PubAddr), nil)
+	args := append([]string{proctest.Binary(m.t, "netbird-server"), "--datadir", m.DataDir,
+		"--listen", netlab.PubAddr + ":" + mgmtPort, "--stun-port", "3478", "--public-address", netlab.PubAddr}, m.StoreArgs...)
+	m.Server = proctest.StartCmd(m.t, m.Lab.Cmd(m.Lab.NS("pub"), args...), nil)
 	m.Server.Wait(m.t, regexp.MustCompile(`setup-keys create`), 20*time.Second)
 }
 

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/wiremesh/wiremesh/internal/netlab"
-	"github.com/wiremesh/wiremesh/internal/proctest"
 )
 
 // TestMesh: two home-router sites connect P2P, a symmetric-NAT site
@@ -73,7 +72,7 @@ func TestMesh(t *testing.T) {
 	t.Logf("fourth peer reachable from all after %v", time.Since(joined).Round(time.Millisecond))
 
 	// Removing d (on the server) makes it unreachable.
-	out, _ := proctest.Run(t, "netbird-server", "admin", "--datadir", m.DataDir, "peers", "list")
+	out, _ := m.Admin("peers", "list")
 	var dID string
 	pub := m.Status(d).PublicKey
 	for _, line := range strings.Split(out, "\n") {
@@ -81,7 +80,7 @@ func TestMesh(t *testing.T) {
 			dID = strings.Fields(line)[0]
 		}
 	}
-	if out, err := proctest.Run(t, "netbird-server", "admin", "--datadir", m.DataDir, "peers", "delete", dID); err != nil {
+	if out, err := m.Admin("peers", "delete", dID); err != nil {
 		t.Fatalf("delete d: %v %s", err, out)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -178,7 +177,7 @@ func TestAgentLifecycle(t *testing.T) {
 			t.Errorf("%s: want an error mentioning %q, got %v:\n%s", name, tc.want, err, out)
 		}
 	}
-	if out, _ := proctest.Run(t, "netbird-server", "admin", "--datadir", m.DataDir, "peers", "list"); strings.Count(out, "\n") != 1 {
+	if out, _ := m.Admin("peers", "list"); strings.Count(out, "\n") != 1 {
 		t.Fatalf("failed ups registered peers:\n%s", out)
 	}
 	if _, err := m.Lab.Exec(a.NS, "ip", "link", "show", a.Iface); err == nil {

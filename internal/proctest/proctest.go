@@ -125,6 +125,18 @@ func (p *Proc) Stop() {
 	}
 }
 
+// Kill sends SIGKILL to the process group (a crash: no cleanup runs) and
+// waits for the process to end.
+func (p *Proc) Kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
 // Exited is closed when the process ends.
 func (p *Proc) Exited() <-chan struct{} { return p.done }
 

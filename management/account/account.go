@@ -25,11 +25,11 @@ const DefaultDomain = "netbird.selfhosted"
 
 // Account is a tenant: its peers share an overlay network and DNS domain.
 type Account struct {
-	ID        ID
-	Domain    string
-	Network   netip.Prefix // overlay network, a /16 inside 100.64.0.0/10
-	Serial    uint64       // network serial, bumped by every change that affects maps
-	CreatedAt time.Time
+	ID        ID           `json:"id"`
+	Domain    string       `json:"domain"`
+	Network   netip.Prefix `json:"network"` // overlay network, a /16 inside 100.64.0.0/10
+	Serial    uint64       `json:"serial"`  // network serial, bumped by every change that affects maps
+	CreatedAt time.Time    `json:"created_at"`
 }
 
 // Meta is what a peer reports about its system.
@@ -52,20 +52,20 @@ type Meta struct {
 
 // Peer is one registered machine.
 type Peer struct {
-	ID         PeerID
-	AccountID  ID
-	Key        key.Public
-	IP         netip.Addr
-	Name       string // display name, from the hostname
-	DNSLabel   string // unique in the account; FQDN is DNSLabel.Domain
-	Meta       Meta
-	SSHPubKey  string
-	SetupKeyID SetupKeyID
-	Ephemeral  bool
-	CreatedAt  time.Time
-	LastLogin  time.Time
-	LastSeen   time.Time
-	Connected  bool
+	ID         PeerID     `json:"id"`
+	AccountID  ID         `json:"account_id"`
+	Key        key.Public `json:"key"`
+	IP         netip.Addr `json:"ip"`
+	Name       string     `json:"name"`      // display name, from the hostname
+	DNSLabel   string     `json:"dns_label"` // unique in the account; FQDN is DNSLabel.Domain
+	Meta       Meta       `json:"meta"`
+	SSHPubKey  string     `json:"ssh_pub_key"`
+	SetupKeyID SetupKeyID `json:"setup_key_id"`
+	Ephemeral  bool       `json:"ephemeral"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastLogin  time.Time  `json:"last_login"`
+	LastSeen   time.Time  `json:"last_seen"`
+	Connected  bool       `json:"connected"`
 }
 
 // FQDN returns the peer's fully qualified name in domain.
@@ -74,18 +74,29 @@ func (p Peer) FQDN(domain string) string { return p.DNSLabel + "." + domain }
 // SetupKey lets machines register without a browser. Only the hash of the
 // secret is kept; Prefix is the first characters for display.
 type SetupKey struct {
-	ID         SetupKeyID
-	AccountID  ID
-	Name       string
-	Hash       string
-	Prefix     string
-	Reusable   bool
-	UsageLimit int // 0 means unlimited (reusable keys only)
-	UsedTimes  int
-	ExpiresAt  time.Time // zero means never
-	Revoked    bool
-	AutoGroups []string
-	Ephemeral  bool
-	CreatedAt  time.Time
-	LastUsed   time.Time
+	ID         SetupKeyID `json:"id"`
+	AccountID  ID         `json:"account_id"`
+	Name       string     `json:"name"`
+	Hash       string     `json:"key_hash"`
+	Prefix     string     `json:"key_prefix"`
+	Reusable   bool       `json:"reusable"`
+	UsageLimit int        `json:"usage_limit"` // 0 means unlimited (reusable keys only)
+	UsedTimes  int        `json:"used_times"`
+	ExpiresAt  time.Time  `json:"expires_at"` // zero means never
+	Revoked    bool       `json:"revoked"`
+	AutoGroups []string   `json:"auto_groups"`
+	Ephemeral  bool       `json:"ephemeral"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsed   time.Time  `json:"last_used"`
+}
+
+// Event is one entry of an account's activity log: who did what to what.
+type Event struct {
+	ID        int64             `json:"id"`
+	AccountID ID                `json:"account_id"`
+	At        time.Time         `json:"at"`
+	Activity  string            `json:"activity"`  // e.g. "peer.add", "setupkey.revoke"
+	Initiator string            `json:"initiator"` // peer, user or "admin-cli"
+	Target    string            `json:"target"`    // the affected object's ID
+	Meta      map[string]string `json:"meta"`      // small details (names, addresses)
 }

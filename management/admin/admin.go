@@ -1,14 +1,16 @@
 // Package admin is the local administration command (`netbird-mgmt admin`):
-// it works on the store directly, without a browser or a running server,
-// Headscale-style. A running server picks its changes up within a second.
+// it works on the store directly, on either engine, without a browser or a
+// running server, Headscale-style. A running server picks its changes up
+// within a second.
 package admin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,37 +18,119 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wiremesh/wiremesh/management/account"
-	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/setupkey"
 	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/storeflag"
 	"github.com/wiremesh/wiremesh/management/tenant"
 )
 
+// initiator is how the activity log names changes made here.
+const initiator = "admin-cli"
+
+// env is where the store selection reads its environment.
+type env struct {
+	dir     string
+	account string
+	flags   *storeflag.Flags
+}
+
+func (e *env) open(ctx context.Context) (*store.Store, error) {
+	c, err := e.flags.Config(e.dir, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return store.Open(ctx, c)
+}
+
+// accountID is --account, or the default account.
+func (e *env) accountID(ctx context.Context, st *store.Store) (account.ID, error) {
+	if e.account != "" {
+		return account.ID(e.account), nil
+	}
+	acc, err := tenant.Default(ctx, st, time.Now())
+	return acc.ID, err
+}
+
+// job is an admin action on an open store and the selected account.
+type job func(ctx context.Context, st *store.Store, acc account.ID, out io.Writer) error
+
+func (e *env) run(fn job) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		st, err := e.open(ctx)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		acc, err := e.accountID(ctx, st)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, st, acc, cmd.OutOrStdout())
+	}
+}
+
 // Command returns the admin command tree. defaultDir is the --datadir default.
 func Command(defaultDir string) *cobra.Command {
-	var dir string
+	e := &env{}
 	root := &cobra.Command{
 		Use:   "admin",
-		Short: "Administer the management store directly (setup keys, peers)",
+		Short: "Administer the management store directly (setup keys, peers, export/import, backup)",
 	}
-	root.PersistentFlags().StringVar(&dir, "datadir", defaultDir, "management data directory")
-	withStore := func(fn func(ctx context.Context, st *store.Store, out io.Writer) error) func(*cobra.Command, []string) error {
-		return func(cmd *cobra.Command, _ []string) error {
-			st, err := store.OpenSQLite(cmd.Context(), dir)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			return fn(cmd.Context(), st, cmd.OutOrStdout())
-		}
-	}
-	root.AddCommand(setupKeysCommand(withStore), peersCommand(withStore))
+	pf := root.PersistentFlags()
+	pf.StringVar(&e.dir, "datadir", defaultDir, "management data directory (the sqlite store lives here)")
+	pf.StringVar(&e.account, "account", "", "account ID to work on (default: the install's default account)")
+	e.flags = storeflag.Bind(pf)
+	root.AddCommand(setupKeysCommand(e), peersCommand(e), eventsCommand(e), exportCommand(e), importCommand(e), backupCommand(e))
 	return root
 }
 
-type storeRunner func(fn func(ctx context.Context, st *store.Store, out io.Writer) error) func(*cobra.Command, []string) error
+// MigrateCommand applies pending schema migrations and reports them, for
+// upgrades run ahead of starting the new version.
+func MigrateCommand(defaultDir string) *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply pending store schema migrations (management also applies them on start)",
+		Args:  cobra.NoArgs,
+	}
+	cmd.Flags().StringVar(&dir, "datadir", defaultDir, "management data directory (the sqlite store lives here)")
+	flags := storeflag.Bind(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		c, err := flags.Config(dir, os.Getenv)
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		st, err := store.OpenNoMigrate(ctx, c)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		applied, err := st.MigrateReport(ctx)
+		for _, m := range applied {
+			fmt.Fprintf(cmd.OutOrStdout(), "applied %04d_%s\n", m.Version, m.Name)
+		}
+		if err != nil {
+			return err
+		}
+		v, err := st.SchemaVersion(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s store at schema version %d\n", st.Engine(), v)
+		return nil
+	}
+	return cmd
+}
 
-func setupKeysCommand(withStore storeRunner) *cobra.Command {
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func setupKeysCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{Use: "setup-keys", Aliases: []string{"setup-key", "keys"}, Short: "Create, list and revoke setup keys"}
 
 	var opts setupkey.Options
@@ -64,6 +148,9 @@ func setupKeysCommand(withStore storeRunner) *cobra.Command {
 	create.Flags().BoolVar(&opts.Ephemeral, "ephemeral", false, "peers registered with it are removed when offline for 10 minutes")
 	create.Flags().StringVar(&groups, "auto-groups", "", "comma-separated groups given to peers registered with the key")
 	create.RunE = func(cmd *cobra.Command, args []string) error {
+		if opts.UsageLimit < 0 {
+			return errors.New("--usage-limit cannot be negative")
+		}
 		if opts.UsageLimit != 0 && !opts.Reusable {
 			return errors.New("--usage-limit needs --reusable (a one-off key is used once)")
 		}
@@ -76,65 +163,65 @@ func setupKeysCommand(withStore storeRunner) *cobra.Command {
 				opts.AutoGroups = append(opts.AutoGroups, g)
 			}
 		}
-		return withStore(func(ctx context.Context, st *store.Store, out io.Writer) error {
-			acc, err := tenant.Default(ctx, st, time.Now())
+		return e.run(func(ctx context.Context, st *store.Store, acc account.ID, out io.Writer) error {
+			now := time.Now().UTC()
+			k, secret, err := setupkey.New(acc, opts, now)
 			if err != nil {
 				return err
 			}
-			k, secret, err := setupkey.New(acc.ID, opts, time.Now().UTC())
-			if err != nil {
+			err = st.Tx(ctx, func(tx *store.Tx) error {
+				at := tx.In(acc)
+				if err := at.InsertSetupKey(ctx, k); err != nil {
+					return err
+				}
+				_, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "setupkey.add", Initiator: initiator, Target: string(k.ID), Meta: map[string]string{"name": k.Name}})
 				return err
-			}
-			if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.InsertSetupKey(ctx, k) }); err != nil {
+			})
+			if err != nil {
 				return fmt.Errorf("save setup key: %w", err)
 			}
-			kind := "one-off"
-			if k.Reusable {
-				kind = "reusable"
-			}
-			fmt.Fprintf(out, "Created %s setup key %q (id %s), %s.\n", kind, k.Name, k.ID, expiryText(k))
+			fmt.Fprintf(out, "Created %s setup key %q (id %s), %s.\n", keyType(k), k.Name, k.ID, expiryText(k))
 			fmt.Fprintln(out, "Store it now: it is not shown again. Use it with: netbird up --setup-key KEY --management-url URL")
 			fmt.Fprintln(out, secret)
 			return nil
 		})(cmd, args)
 	}
 
+	var asJSON bool
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List setup keys (secrets are never shown)",
+		Short: "List setup keys (secrets are never shown, only their first characters)",
 		Args:  cobra.NoArgs,
-		RunE: withStore(func(ctx context.Context, st *store.Store, out io.Writer) error {
-			acc, err := tenant.Default(ctx, st, time.Now())
-			if err != nil {
-				return err
-			}
+		RunE: e.run(func(ctx context.Context, st *store.Store, acc account.ID, out io.Writer) error {
 			var keys []account.SetupKey
 			if err := st.Read(ctx, func(tx *store.Tx) error {
-				keys, err = tx.SetupKeys(ctx, acc.ID)
+				var err error
+				keys, err = tx.In(acc).SetupKeys(ctx)
 				return err
 			}); err != nil {
 				return err
 			}
+			now := time.Now()
+			if asJSON {
+				return printJSON(out, setupKeyViews(keys, now))
+			}
 			w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tNAME\tKEY\tTYPE\tSTATE\tUSED\tLIMIT\tEXPIRES\tEPHEMERAL\tGROUPS")
-			now := time.Now()
-			for _, k := range keys {
-				kind, limit := "one-off", "1"
-				if k.Reusable {
-					kind, limit = "reusable", "unlimited"
-					if k.UsageLimit > 0 {
-						limit = fmt.Sprint(k.UsageLimit)
-					}
+			for _, v := range setupKeyViews(keys, now) {
+				limit := "unlimited"
+				if v.UsageLimit > 0 {
+					limit = fmt.Sprint(v.UsageLimit)
 				}
 				exp := "never"
-				if !k.ExpiresAt.IsZero() {
-					exp = k.ExpiresAt.Format(time.RFC3339)
+				if v.ExpiresAt != nil {
+					exp = v.ExpiresAt.Format(time.RFC3339)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s****\t%s\t%s\t%d\t%s\t%s\t%v\t%s\n", k.ID, k.Name, k.Prefix, kind, setupkey.State(k, now), k.UsedTimes, limit, exp, k.Ephemeral, strings.Join(k.AutoGroups, ","))
+				fmt.Fprintf(w, "%s\t%s\t%s****\t%s\t%s\t%d\t%s\t%s\t%v\t%s\n", v.ID, v.Name, v.Key, v.Type, v.State, v.UsedTimes, limit, exp, v.Ephemeral, strings.Join(v.AutoGroups, ","))
 			}
 			return w.Flush()
 		}),
 	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
 
 	revoke := &cobra.Command{
 		Use:   "revoke ID",
@@ -142,10 +229,17 @@ func setupKeysCommand(withStore storeRunner) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 	}
 	revoke.RunE = func(cmd *cobra.Command, args []string) error {
-		return withStore(func(ctx context.Context, st *store.Store, out io.Writer) error {
-			err := st.Tx(ctx, func(tx *store.Tx) error { return tx.RevokeSetupKey(ctx, account.SetupKeyID(args[0])) })
+		return e.run(func(ctx context.Context, st *store.Store, acc account.ID, out io.Writer) error {
+			err := st.Tx(ctx, func(tx *store.Tx) error {
+				at := tx.In(acc)
+				if err := at.RevokeSetupKey(ctx, account.SetupKeyID(args[0])); err != nil {
+					return err
+				}
+				_, err := at.InsertEvent(ctx, account.Event{At: time.Now().UTC(), Activity: "setupkey.revoke", Initiator: initiator, Target: args[0]})
+				return err
+			})
 			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("no setup key with id %q (see: admin setup-keys list)", args[0])
+				return fmt.Errorf("no setup key with id %q in account %s (see: admin setup-keys list)", args[0], acc)
 			}
 			if err != nil {
 				return err
@@ -158,60 +252,58 @@ func setupKeysCommand(withStore storeRunner) *cobra.Command {
 	return cmd
 }
 
+// setupKeyView is a setup key as listings show it.
+type setupKeyView struct {
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Key        string     `json:"key"` // the first characters only
+	Type       string     `json:"type"`
+	State      string     `json:"state"`
+	UsedTimes  int        `json:"used_times"`
+	UsageLimit int        `json:"usage_limit"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+	LastUsed   *time.Time `json:"last_used"`
+	Revoked    bool       `json:"revoked"`
+	Ephemeral  bool       `json:"ephemeral"`
+	AutoGroups []string   `json:"auto_groups"`
+	CreatedAt  time.Time  `json:"created_at"`
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func setupKeyViews(keys []account.SetupKey, now time.Time) []setupKeyView {
+	out := make([]setupKeyView, 0, len(keys))
+	for _, k := range keys {
+		limit := k.UsageLimit
+		if !k.Reusable {
+			limit = 1
+		}
+		groups := k.AutoGroups
+		if groups == nil {
+			groups = []string{}
+		}
+		out = append(out, setupKeyView{ID: string(k.ID), Name: k.Name, Key: k.Prefix, Type: keyType(k), State: setupkey.State(k, now),
+			UsedTimes: k.UsedTimes, UsageLimit: limit, ExpiresAt: optTime(k.ExpiresAt), LastUsed: optTime(k.LastUsed),
+			Revoked: k.Revoked, Ephemeral: k.Ephemeral, AutoGroups: groups, CreatedAt: k.CreatedAt})
+	}
+	return out
+}
+
+func keyType(k account.SetupKey) string {
+	if k.Reusable {
+		return "reusable"
+	}
+	return "one-off"
+}
+
 func expiryText(k account.SetupKey) string {
 	if k.ExpiresAt.IsZero() {
 		return "never expires"
 	}
 	return "expires " + k.ExpiresAt.Format(time.RFC3339)
 }
-
-func peersCommand(withStore storeRunner) *cobra.Command {
-	cmd := &cobra.Command{Use: "peers", Short: "List and delete peers"}
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List registered peers",
-		Args:  cobra.NoArgs,
-		RunE: withStore(func(ctx context.Context, st *store.Store, out io.Writer) error {
-			acc, err := tenant.Default(ctx, st, time.Now())
-			if err != nil {
-				return err
-			}
-			var ps []account.Peer
-			if err := st.Read(ctx, func(tx *store.Tx) error {
-				ps, err = tx.Peers(ctx, acc.ID)
-				return err
-			}); err != nil {
-				return err
-			}
-			w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tNAME\tIP\tFQDN\tCONNECTED\tLAST SEEN\tKEY")
-			for _, p := range ps {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%s\t%s\n", p.ID, p.Name, p.IP, p.FQDN(acc.Domain), p.Connected, p.LastSeen.Format(time.RFC3339), p.Key)
-			}
-			return w.Flush()
-		}),
-	}
-	del := &cobra.Command{Use: "delete ID", Short: "Delete a peer; it drops off every other peer's map", Args: cobra.ExactArgs(1)}
-	del.RunE = func(cmd *cobra.Command, args []string) error {
-		return withStore(func(ctx context.Context, st *store.Store, out io.Writer) error {
-			// A running server sees the serial move and updates its peers.
-			err := peers.New(st, offline{}, slog.New(slog.DiscardHandler), nil).Delete(ctx, account.PeerID(args[0]))
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("no peer with id %q (see: admin peers list)", args[0])
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "Deleted peer %s.\n", args[0])
-			return nil
-		})(cmd, args)
-	}
-	cmd.AddCommand(list, del)
-	return cmd
-}
-
-// offline is the notifier of a process without streams: the server's store
-// watcher delivers the change instead.
-type offline struct{}
-
-func (offline) AccountChanged(account.ID) {}

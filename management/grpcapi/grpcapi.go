@@ -207,14 +207,15 @@ func dialedHost(ctx context.Context) string {
 // longer exists.
 func (s *Server) loadMap(ctx context.Context, id account.PeerID, acc account.ID) (m networkmap.Map, ok bool, err error) {
 	err = s.o.Store.Read(ctx, func(tx *store.Tx) error {
-		a, err := tx.Account(ctx, acc)
+		at := tx.In(acc)
+		a, err := at.Account(ctx)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		ps, err := tx.Peers(ctx, acc)
+		ps, err := at.Peers(ctx)
 		if err != nil {
 			return err
 		}

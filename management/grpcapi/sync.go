@@ -45,10 +45,10 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 			// gone by now, so use a short fresh one.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			_ = s.o.Peers.SetConnected(cctx, peer.ID, false)
+			_ = s.o.Peers.SetConnected(cctx, peer.AccountID, peer.ID, false)
 		}
 	}()
-	if err := s.o.Peers.SetConnected(ctx, peer.ID, true); err != nil {
+	if err := s.o.Peers.SetConnected(ctx, peer.AccountID, peer.ID, true); err != nil {
 		s.o.Log.WarnContext(ctx, "mark connected", "peer", peer.ID, "err", err)
 	}
 	s.o.Log.InfoContext(ctx, "sync stream open", "peer", peer.ID, "ip", peer.IP)
@@ -137,7 +137,7 @@ func (s *Server) Logout(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgm
 	if err != nil {
 		return nil, err
 	}
-	if err := s.o.Peers.Delete(ctx, p.ID); err != nil {
+	if err := s.o.Peers.Delete(ctx, p.AccountID, p.ID, "peer:"+string(p.ID)); err != nil {
 		return nil, status.Error(codes.Internal, "delete peer")
 	}
 	return &mgmtpb.Empty{}, nil

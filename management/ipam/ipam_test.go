@@ -62,3 +62,31 @@ func TestNext(t *testing.T) {
 		t.Fatalf("want full, got %v", err)
 	}
 }
+
+func TestPick(t *testing.T) {
+	n := netip.MustParsePrefix("10.9.0.0/24")
+	used := map[netip.Addr]bool{}
+	taken := func(ip netip.Addr) (bool, error) { return used[ip], nil }
+	for range 200 {
+		ip, err := Pick(n, taken)
+		if errors.Is(err, ErrCrowded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !n.Contains(ip) || ip == n.Addr() || ip == netip.MustParseAddr("10.9.0.255") || used[ip] {
+			t.Fatalf("bad pick %v", ip)
+		}
+		used[ip] = true
+	}
+	if len(used) < 150 {
+		t.Fatalf("only %d of 254 addresses picked before giving up", len(used))
+	}
+	for i := 1; i < 255; i++ {
+		used[netip.AddrFrom4([4]byte{10, 9, 0, byte(i)})] = true
+	}
+	if _, err := Pick(n, taken); !errors.Is(err, ErrCrowded) {
+		t.Fatalf("full network: %v", err)
+	}
+}

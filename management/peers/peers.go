@@ -38,10 +38,13 @@ type Service struct {
 	now    func() time.Time
 }
 
-// New returns a Service. now may be nil (time.Now).
+// New returns a Service. log and now may be nil (discard, time.Now).
 func New(st *store.Store, n Notifier, log *slog.Logger, now func() time.Time) *Service {
 	if now == nil {
 		now = time.Now
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{store: st, notify: n, log: log, now: now}
 }
@@ -106,13 +109,18 @@ func (s *Service) login(ctx context.Context, in LoginInput) (peer account.Peer, 
 }
 
 func (s *Service) refresh(ctx context.Context, tx *store.Tx, p account.Peer, in LoginInput, now time.Time) (account.Peer, account.Account, bool, error) {
-	acc, err := tx.Account(ctx, p.AccountID)
+	at := tx.In(p.AccountID)
+	acc, err := at.Account(ctx)
 	if err != nil {
 		return p, acc, false, err
 	}
 	changed := false
 	if in.Meta.Hostname != "" && in.Meta.Hostname != p.Meta.Hostname {
-		label, err := freeLabel(ctx, tx, acc.ID, dnsname.Label(in.Meta.Hostname), p.ID)
+		// A new name needs a free label: queue behind other writers.
+		if acc, err = at.Lock(ctx); err != nil {
+			return p, acc, false, err
+		}
+		label, err := freeLabel(ctx, at, dnsname.Label(in.Meta.Hostname), p.ID)
 		if err != nil {
 			return p, acc, false, err
 		}
@@ -127,11 +135,11 @@ func (s *Service) refresh(ctx context.Context, tx *store.Tx, p account.Peer, in 
 		p.Meta = in.Meta
 	}
 	p.LastLogin = now
-	if err := tx.UpdatePeer(ctx, p); err != nil {
+	if err := at.UpdatePeer(ctx, p); err != nil {
 		return p, acc, false, err
 	}
 	if changed {
-		if acc.Serial, err = tx.BumpSerial(ctx, acc.ID); err != nil {
+		if acc.Serial, err = at.BumpSerial(ctx); err != nil {
 			return p, acc, false, err
 		}
 	}
@@ -153,7 +161,8 @@ func (s *Service) register(ctx context.Context, tx *store.Tx, in LoginInput, now
 	if err := setupkey.Check(sk, now); err != nil {
 		return account.Peer{}, account.Account{}, err
 	}
-	ok, err := tx.ConsumeSetupKey(ctx, sk.ID, now.UnixNano())
+	at := tx.In(sk.AccountID)
+	ok, err := at.ConsumeSetupKey(ctx, sk.ID, now.UnixNano())
 	if err != nil {
 		return account.Peer{}, account.Account{}, err
 	}
@@ -161,21 +170,19 @@ func (s *Service) register(ctx context.Context, tx *store.Tx, in LoginInput, now
 		// Another registration used the last allowance since we read it.
 		return account.Peer{}, account.Account{}, setupkey.ErrExhausted
 	}
-	acc, err := tx.Account(ctx, sk.AccountID)
+	// Address and label allocation read the account's peers: writers of
+	// one account queue here instead of colliding on the unique indexes.
+	acc, err := at.Lock(ctx)
 	if err != nil {
 		return account.Peer{}, account.Account{}, err
 	}
-	existing, err := tx.Peers(ctx, acc.ID)
-	if err != nil {
-		return account.Peer{}, account.Account{}, err
+	ip, err := ipam.Pick(acc.Network, func(ip netip.Addr) (bool, error) { return at.IPTaken(ctx, ip) })
+	if errors.Is(err, ipam.ErrCrowded) {
+		var used map[netip.Addr]bool
+		if used, err = at.UsedIPs(ctx); err == nil {
+			ip, err = ipam.Next(acc.Network, used)
+		}
 	}
-	used := make(map[netip.Addr]bool, len(existing))
-	labels := make(map[string]bool, len(existing))
-	for _, p := range existing {
-		used[p.IP] = true
-		labels[p.DNSLabel] = true
-	}
-	ip, err := ipam.Next(acc.Network, used)
 	if err != nil {
 		return account.Peer{}, account.Account{}, err
 	}
@@ -183,13 +190,17 @@ func (s *Service) register(ctx context.Context, tx *store.Tx, in LoginInput, now
 	if name == "" {
 		name = "peer"
 	}
+	label, err := freeLabel(ctx, at, dnsname.Label(name), "")
+	if err != nil {
+		return account.Peer{}, account.Account{}, err
+	}
 	p := account.Peer{
 		ID:         account.PeerID(uuid.NewString()),
 		AccountID:  acc.ID,
 		Key:        in.Key,
 		IP:         ip,
 		Name:       name,
-		DNSLabel:   dnsname.Unique(dnsname.Label(name), func(l string) bool { return labels[l] }),
+		DNSLabel:   label,
 		Meta:       in.Meta,
 		SSHPubKey:  in.SSHPubKey,
 		SetupKeyID: sk.ID,
@@ -198,43 +209,52 @@ func (s *Service) register(ctx context.Context, tx *store.Tx, in LoginInput, now
 		LastLogin:  now,
 		LastSeen:   now,
 	}
-	if err := tx.InsertPeer(ctx, p); err != nil {
+	if err := at.InsertPeer(ctx, p); err != nil {
 		return account.Peer{}, account.Account{}, err
 	}
-	if acc.Serial, err = tx.BumpSerial(ctx, acc.ID); err != nil {
+	if acc.Serial, err = at.BumpSerial(ctx); err != nil {
+		return account.Peer{}, account.Account{}, err
+	}
+	if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "peer.add", Initiator: "setupkey:" + string(sk.ID), Target: string(p.ID),
+		Meta: map[string]string{"name": p.Name, "ip": p.IP.String(), "setup_key": sk.Name}}); err != nil {
 		return account.Peer{}, account.Account{}, err
 	}
 	s.log.Info("peer registered", "peer", p.ID, "ip", p.IP, "name", p.Name, "setup_key", sk.ID)
 	return p, acc, nil
 }
 
-func freeLabel(ctx context.Context, tx *store.Tx, acc account.ID, base string, self account.PeerID) (string, error) {
-	ps, err := tx.Peers(ctx, acc)
-	if err != nil {
-		return "", err
-	}
-	taken := map[string]bool{}
-	for _, p := range ps {
-		if p.ID != self {
-			taken[p.DNSLabel] = true
+// freeLabel returns base or the first free base-N among the account's
+// peers other than self, with one indexed lookup per candidate.
+func freeLabel(ctx context.Context, at *store.AccountTx, base string, self account.PeerID) (string, error) {
+	var qerr error
+	label := dnsname.Unique(base, func(l string) bool {
+		if qerr != nil {
+			return false
 		}
-	}
-	return dnsname.Unique(base, func(l string) bool { return taken[l] }), nil
+		taken, err := at.LabelTaken(ctx, l, self)
+		qerr = err
+		return taken
+	})
+	return label, qerr
 }
 
-// Delete removes a peer and tells its account.
-func (s *Service) Delete(ctx context.Context, id account.PeerID) error {
-	var acc account.ID
+// Delete removes one of the account's peers and tells the account.
+// initiator is recorded in the activity log.
+func (s *Service) Delete(ctx context.Context, acc account.ID, id account.PeerID, initiator string) error {
 	err := s.store.Tx(ctx, func(tx *store.Tx) error {
-		p, err := tx.Peer(ctx, id)
+		at := tx.In(acc)
+		p, err := at.Peer(ctx, id)
 		if err != nil {
 			return err
 		}
-		acc = p.AccountID
-		if err := tx.DeletePeer(ctx, id); err != nil {
+		if err := at.DeletePeer(ctx, id); err != nil {
 			return err
 		}
-		_, err = tx.BumpSerial(ctx, acc)
+		if _, err = at.BumpSerial(ctx); err != nil {
+			return err
+		}
+		_, err = at.InsertEvent(ctx, account.Event{At: s.now().UTC(), Activity: "peer.delete", Initiator: initiator, Target: string(id),
+			Meta: map[string]string{"name": p.Name, "ip": p.IP.String()}})
 		return err
 	})
 	if err != nil {
@@ -246,9 +266,9 @@ func (s *Service) Delete(ctx context.Context, id account.PeerID) error {
 
 // SetConnected records whether a peer's Sync stream is open. It is not a
 // network change (maps list peers whether or not they are online).
-func (s *Service) SetConnected(ctx context.Context, id account.PeerID, connected bool) error {
+func (s *Service) SetConnected(ctx context.Context, acc account.ID, id account.PeerID, connected bool) error {
 	return s.store.Tx(ctx, func(tx *store.Tx) error {
-		return tx.SetPeerConnected(ctx, id, connected, s.now().UnixNano())
+		return tx.In(acc).SetPeerConnected(ctx, id, connected, s.now().UnixNano())
 	})
 }
 

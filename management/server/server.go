@@ -28,7 +28,7 @@ import (
 
 // Options configure management.
 type Options struct {
-	DataDir   string
+	Store     store.Config
 	Log       *slog.Logger
 	Advertise grpcapi.Advertiser
 	TURN      turncreds.Issuer
@@ -64,7 +64,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	if o.EphemeralTimeout <= 0 {
 		o.EphemeralTimeout = DefaultEphemeralTimeout
 	}
-	st, err := store.OpenSQLite(ctx, o.DataDir)
+	st, err := store.Open(ctx, o.Store)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func (s *Server) sweepEphemeral(ctx context.Context, timeout time.Duration) {
 		}
 		for _, p := range stale {
 			// Another instance (or the admin) may have removed it already.
-			if err := s.Peers.Delete(ctx, p.ID); err == nil {
+			if err := s.Peers.Delete(ctx, p.AccountID, p.ID, "ephemeral-sweeper"); err == nil {
 				s.log.Info("removed offline ephemeral peer", "peer", p.ID, "name", p.Name)
 			}
 		}
@@ -198,12 +198,10 @@ func (s *Server) sweepEphemeral(ctx context.Context, timeout time.Duration) {
 }
 
 func (s *Server) serials(ctx context.Context) (map[account.ID]uint64, error) {
-	out := map[account.ID]uint64{}
+	var out map[account.ID]uint64
 	err := s.Store.Read(ctx, func(tx *store.Tx) error {
-		accs, err := tx.Accounts(ctx)
-		for _, a := range accs {
-			out[a.ID] = a.Serial
-		}
+		var err error
+		out, err = tx.Serials(ctx)
 		return err
 	})
 	return out, err

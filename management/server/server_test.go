@@ -53,7 +53,7 @@ func startWith(t *testing.T, dir string, o server.Options) *env {
 	port := ln.Addr().(*net.TCPAddr).Port
 	adv := server.Advertiser{SignalPort: port, STUNPort: 3478, TURNPort: 3478}
 	ctx, cancel := context.WithCancel(context.Background())
-	o.DataDir, o.Log, o.Advertise, o.Poll = dir, log, adv, 100*time.Millisecond
+	o.Store, o.Log, o.Advertise, o.Poll = store.Config{Engine: store.SQLite, DataDir: dir}, log, adv, 100*time.Millisecond
 	srv, err := server.Open(ctx, o)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func (e *env) setupKey(opts setupkey.Options) (account.SetupKey, string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := e.srv.Store.Tx(ctx, func(tx *store.Tx) error { return tx.InsertSetupKey(ctx, k) }); err != nil {
+	if err := e.srv.Store.Tx(ctx, func(tx *store.Tx) error { return tx.In(k.AccountID).InsertSetupKey(ctx, k) }); err != nil {
 		e.t.Fatal(err)
 	}
 	return k, secret
@@ -111,7 +111,7 @@ func (e *env) peerCount() int {
 	acc, _ := tenant.Default(ctx, e.srv.Store, time.Now())
 	var n int
 	_ = e.srv.Store.Read(ctx, func(tx *store.Tx) error {
-		ps, err := tx.Peers(ctx, acc.ID)
+		ps, err := tx.In(acc.ID).Peers(ctx)
 		n = len(ps)
 		return err
 	})
@@ -262,7 +262,7 @@ func TestRefusedSetupKeysCreateNothing(t *testing.T) {
 	c := ctx(t)
 	_, expired := e.setupKey(setupkey.Options{Reusable: true, Expiry: time.Millisecond})
 	revokedKey, revoked := e.setupKey(setupkey.Options{Reusable: true})
-	if err := e.srv.Store.Tx(c, func(tx *store.Tx) error { return tx.RevokeSetupKey(c, revokedKey.ID) }); err != nil {
+	if err := e.srv.Store.Tx(c, func(tx *store.Tx) error { return tx.In(revokedKey.AccountID).RevokeSetupKey(c, revokedKey.ID) }); err != nil {
 		t.Fatal(err)
 	}
 	_, oneOff := e.setupKey(setupkey.Options{})

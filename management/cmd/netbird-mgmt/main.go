@@ -20,6 +20,8 @@ import (
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/admin"
 	mgmt "github.com/wiremesh/wiremesh/management/server"
+	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/storeflag"
 	"github.com/wiremesh/wiremesh/management/turncreds"
 )
 
@@ -60,6 +62,7 @@ func command() *cobra.Command {
 	f.StringVar(&turnUser, "turn-user", "", "static TURN user (when no --turn-secret)")
 	f.StringVar(&turnPass, "turn-password", "", "static TURN password (when no --turn-secret)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	storeFlags := storeflag.Bind(f)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if signalAddr == "" {
 			return fmt.Errorf("--signal HOST:PORT is required (where clients reach netbird-signal)")
@@ -72,6 +75,10 @@ func command() *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("--signal %q: bad port", signalAddr)
 		}
+		sc, err := storeFlags.Config(dataDir, os.Getenv)
+		if err != nil {
+			return err
+		}
 		log, err := logging.New(os.Stderr, logLevel)
 		if err != nil {
 			return err
@@ -83,7 +90,7 @@ func command() *cobra.Command {
 			return fmt.Errorf("listen on %s: %w (choose another with --listen)", listen, err)
 		}
 		adv := mgmt.Advertiser{PublicHost: publicAddr, SignalHost: sh, SignalPort: port, SignalTLS: signalTLS, ExtraSTUNs: stuns, ExtraTURNs: turns}
-		m, err := mgmt.Open(ctx, mgmt.Options{DataDir: dataDir, Log: log, Advertise: adv,
+		m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv,
 			TURN: turncreds.Issuer{Secret: turnSecret, TTL: turnTTL, StaticUser: turnUser, StaticPass: turnPass}})
 		if err != nil {
 			ln.Close()
@@ -92,12 +99,19 @@ func command() *cobra.Command {
 		defer m.Close()
 		g := grpcserver.New()
 		m.Register(g)
-		fmt.Fprintf(os.Stderr, "netbird-mgmt %s: management gRPC on %s, signal advertised as %s, data in %s\n", version.Version, ln.Addr(), signalAddr, dataDir)
+		fmt.Fprintf(os.Stderr, "netbird-mgmt %s: management gRPC on %s, signal advertised as %s, %s store\n", version.Version, ln.Addr(), signalAddr, describe(sc))
 		fmt.Fprintf(os.Stderr, "Create a setup key: netbird-mgmt admin --datadir %s setup-keys create --reusable\n", dataDir)
 		stopStreams := context.AfterFunc(ctx, m.API.Close)
 		defer stopStreams()
 		return grpcserver.Serve(ctx, ln, g, http.NotFoundHandler(), log, 5*time.Second)
 	}
-	cmd.AddCommand(admin.Command(defaultDir))
+	cmd.AddCommand(admin.Command(defaultDir), admin.MigrateCommand(defaultDir))
 	return cmd
+}
+
+func describe(c store.Config) string {
+	if c.Engine == store.Postgres {
+		return "postgres"
+	}
+	return "sqlite in " + c.DataDir
 }

@@ -1,0 +1,97 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/wiremesh/wiremesh/management/account"
+)
+
+// DumpFormat versions the export format; Import refuses formats it does not
+// know.
+const DumpFormat = 1
+
+// Dump is a whole account as exported: everything needed to recreate it in
+// another store (of either engine) with the same IDs, addresses, keys and
+// setup-key hashes, so that its peers keep working against the new store.
+type Dump struct {
+	Format    int                `json:"format"`
+	Account   account.Account    `json:"account"`
+	Peers     []account.Peer     `json:"peers"`
+	SetupKeys []account.SetupKey `json:"setup_keys"`
+	Events    []account.Event    `json:"events"`
+}
+
+// Export reads the whole account.
+func (a *AccountTx) Export(ctx context.Context) (Dump, error) {
+	d := Dump{Format: DumpFormat}
+	var err error
+	if d.Account, err = a.Account(ctx); err != nil {
+		return d, err
+	}
+	if d.Peers, err = a.Peers(ctx); err != nil {
+		return d, err
+	}
+	if d.SetupKeys, err = a.SetupKeys(ctx); err != nil {
+		return d, err
+	}
+	if d.Events, err = a.Events(ctx, 0); err != nil {
+		return d, err
+	}
+	if d.Peers == nil {
+		d.Peers = []account.Peer{}
+	}
+	if d.SetupKeys == nil {
+		d.SetupKeys = []account.SetupKey{}
+	}
+	if d.Events == nil {
+		d.Events = []account.Event{}
+	}
+	return d, nil
+}
+
+// Import recreates an exported account. An account with the same ID, or a
+// peer key, address or setup key already in use, gives ErrConflict and
+// changes nothing (when run inside Store.Tx).
+func (tx *Tx) Import(ctx context.Context, d Dump) error {
+	if d.Format != DumpFormat {
+		return fmt.Errorf("import: dump format %d, this version reads %d", d.Format, DumpFormat)
+	}
+	if d.Account.ID == "" || !d.Account.Network.IsValid() {
+		return fmt.Errorf("import: the dump has no account ID or network")
+	}
+	if err := tx.InsertAccount(ctx, d.Account); err != nil {
+		return fmt.Errorf("import account %s: %w", d.Account.ID, err)
+	}
+	a := tx.In(d.Account.ID)
+	for _, k := range d.SetupKeys {
+		if err := a.InsertSetupKey(ctx, k); err != nil {
+			return fmt.Errorf("import setup key %s: %w", k.ID, err)
+		}
+	}
+	for _, p := range d.Peers {
+		if !d.Account.Network.Contains(p.IP) {
+			return fmt.Errorf("import peer %s: address %s outside the account network %s", p.ID, p.IP, d.Account.Network)
+		}
+		if err := a.InsertPeer(ctx, p); err != nil {
+			return fmt.Errorf("import peer %s: %w", p.ID, err)
+		}
+	}
+	// Events were exported newest first; keep their numbers.
+	for _, e := range d.Events {
+		if err := a.owns("event", e.AccountID); err != nil {
+			return err
+		}
+		meta, err := json.Marshal(e.Meta)
+		if err != nil {
+			return err
+		}
+		_, err = tx.q.exec(ctx, `INSERT INTO events (account_id, seq, at, activity, initiator, target, meta) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			string(a.id), e.ID, nanos(e.At), e.Activity, e.Initiator, e.Target, string(meta))
+		if err != nil {
+			return fmt.Errorf("import event %d: %w", e.ID, mapErr(err))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+// Package storeflag selects the management store from command-line flags
+// and, when a flag is not given, from the environment variables NetBird's
+// own deployments set (NB_STORE_ENGINE, NB_STORE_ENGINE_POSTGRES_DSN), so
+// existing compose files and unit files keep working.
+package storeflag
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/wiremesh/wiremesh/management/store"
+)
+
+// Environment variables read when the matching flag is absent.
+const (
+	EnvEngine = "NB_STORE_ENGINE"
+	EnvDSN    = "NB_STORE_ENGINE_POSTGRES_DSN"
+)
+
+// Flags holds the parsed --store and --store-dsn values.
+type Flags struct {
+	fs     *pflag.FlagSet
+	engine string
+	dsn    string
+}
+
+// Bind registers --store and --store-dsn on fs.
+func Bind(fs *pflag.FlagSet) *Flags {
+	f := &Flags{fs: fs}
+	fs.StringVar(&f.engine, "store", "sqlite", "store engine: sqlite (embedded, in --datadir) or postgres (env "+EnvEngine+")")
+	fs.StringVar(&f.dsn, "store-dsn", "", "Postgres connection string, e.g. postgres://user:pass@host:5432/db (env "+EnvDSN+")")
+	return f
+}
+
+// Config resolves the store configuration: flags first, then the
+// environment (getenv), then the defaults.
+func (f *Flags) Config(dataDir string, getenv func(string) string) (store.Config, error) {
+	engine, dsn := f.engine, f.dsn
+	if !f.fs.Changed("store") {
+		if v := getenv(EnvEngine); v != "" {
+			engine = v
+		}
+	}
+	if !f.fs.Changed("store-dsn") {
+		if v := getenv(EnvDSN); v != "" {
+			dsn = v
+		}
+	}
+	e, err := store.ParseEngine(engine)
+	if err != nil {
+		return store.Config{}, fmt.Errorf("--store: %w", err)
+	}
+	c := store.Config{Engine: e, DataDir: dataDir}
+	switch e {
+	case store.Postgres:
+		if dsn == "" {
+			return c, errors.New("the postgres store needs a connection string: --store-dsn or " + EnvDSN)
+		}
+		c.DSN = dsn
+	case store.SQLite:
+		if f.fs.Changed("store-dsn") {
+			return c, errors.New("--store-dsn is for --store postgres; the sqlite store lives in --datadir")
+		}
+	}
+	return c, nil
+}

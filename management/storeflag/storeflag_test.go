@@ -1,0 +1,50 @@
+package storeflag
+
+import (
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/wiremesh/wiremesh/management/store"
+)
+
+func resolve(t *testing.T, args []string, env map[string]string) (store.Config, error) {
+	t.Helper()
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	f := Bind(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return f.Config("/data", func(k string) string { return env[k] })
+}
+
+func TestPrecedence(t *testing.T) {
+	c, err := resolve(t, nil, nil)
+	if err != nil || c.Engine != store.SQLite || c.DataDir != "/data" {
+		t.Fatalf("default: %+v %v", c, err)
+	}
+	c, err = resolve(t, nil, map[string]string{EnvEngine: "postgres", EnvDSN: "host=/tmp"})
+	if err != nil || c.Engine != store.Postgres || c.DSN != "host=/tmp" {
+		t.Fatalf("env: %+v %v", c, err)
+	}
+	c, err = resolve(t, []string{"--store", "sqlite"}, map[string]string{EnvEngine: "postgres", EnvDSN: "host=/tmp"})
+	if err != nil || c.Engine != store.SQLite {
+		t.Fatalf("flag over env: %+v %v", c, err)
+	}
+	c, err = resolve(t, []string{"--store-dsn", "host=/x"}, map[string]string{EnvEngine: "postgres", EnvDSN: "host=/tmp"})
+	if err != nil || c.DSN != "host=/x" {
+		t.Fatalf("dsn flag over env: %+v %v", c, err)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	if _, err := resolve(t, []string{"--store", "postgres"}, nil); err == nil {
+		t.Fatal("postgres without DSN accepted")
+	}
+	if _, err := resolve(t, []string{"--store", "mysql"}, nil); err == nil {
+		t.Fatal("unknown engine accepted")
+	}
+	if _, err := resolve(t, []string{"--store-dsn", "host=/x"}, nil); err == nil {
+		t.Fatal("a DSN with the sqlite store accepted")
+	}
+}
