@@ -160,7 +160,21 @@ func TestBenchMesh(t *testing.T) {
 	add("RATIO agent P2P / plain wireguard-go: %.2f (NetBird v0.77.1: 0.77-1.08; target >= 1.0)", p2p.bps/base.bps)
 	add("RATIO agent P2P / bare path: %.2f", p2p.bps/bare.bps)
 	add("RATIO relayed / NetBird relay upper figure (0.15 Gbit/s): %.1f", relayed.bps/0.15e9)
-	if out := os.Getenv("WIREMESH_BENCH_REPORT"); out != "" {
-		_ = os.WriteFile(out, []byte(strings.Join(report, "\n")+"\n"), 0o644)
+	appendReport(t, report)
+}
+
+// appendReport adds lines to the report file bench/run.sh prints.
+func appendReport(t *testing.T, lines []string) {
+	out := os.Getenv("WIREMESH_BENCH_REPORT")
+	if out == "" {
+		return
+	}
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(strings.Join(lines, "\n") + "\n"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/internal/pgtest"
@@ -170,5 +172,43 @@ func TestCrashDuringRegistrations(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStoreDownAnswersUnavailable: while Postgres is down, logins get
+// Unavailable (clients retry it) rather than a hard failure, and the same
+// server process serves them again once the database is back.
+func TestStoreDownAnswersUnavailable(t *testing.T) {
+	pg := pgtest.Start(t)
+	b := backend{"postgres", []string{"--datadir", t.TempDir(), "--store", "postgres", "--store-dsn", pg.DSN("postgres")}}
+	out := admin(t, b, "setup-keys", "create", "--reusable")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	secret := lines[len(lines)-1]
+	_, addr := startServer(t, b)
+	conn := dial(t, addr)
+	login := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := testpeer.New(conn, "p").Login(ctx, secret)
+		return err
+	}
+	if err := login(); err != nil {
+		t.Fatal(err)
+	}
+	pg.Stop(t)
+	if err := login(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("login with the database down: %v, want Unavailable", err)
+	}
+	pg.StartAgain(t)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := login()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no login after the database came back: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -163,6 +163,11 @@ func (s *Server) loginError(ctx context.Context, pk key.Public, err error) error
 		return status.Error(codes.PermissionDenied, "couldn't add peer: "+err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
+	case errors.Is(err, store.ErrUnavailable):
+		// Clients retry Unavailable with backoff: right while the database
+		// restarts.
+		s.o.Log.WarnContext(ctx, "login: store unavailable", "peer_key", pk.String(), "err", err)
+		return status.Error(codes.Unavailable, "management store temporarily unavailable, retry")
 	}
 	s.o.Log.ErrorContext(ctx, "login failed", "peer_key", pk.String(), "err", err)
 	return status.Error(codes.Internal, "login failed")
@@ -234,6 +239,9 @@ func (s *Server) registeredPeer(ctx context.Context, pk key.Public) (account.Pee
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return p, status.Error(codes.PermissionDenied, "peer is not registered")
+	}
+	if errors.Is(err, store.ErrUnavailable) {
+		return p, status.Error(codes.Unavailable, "management store temporarily unavailable, retry")
 	}
 	if err != nil {
 		s.o.Log.ErrorContext(ctx, "peer lookup failed", "err", err)

@@ -162,27 +162,11 @@ func (s *Service) register(ctx context.Context, tx *store.Tx, in LoginInput, now
 		return account.Peer{}, account.Account{}, err
 	}
 	at := tx.In(sk.AccountID)
-	ok, err := at.ConsumeSetupKey(ctx, sk.ID, now.UnixNano())
-	if err != nil {
-		return account.Peer{}, account.Account{}, err
-	}
-	if !ok {
-		// Another registration used the last allowance since we read it.
-		return account.Peer{}, account.Account{}, setupkey.ErrExhausted
-	}
-	// Address and label allocation read the account's peers: writers of
-	// one account queue here instead of colliding on the unique indexes.
-	acc, err := at.Lock(ctx)
-	if err != nil {
-		return account.Peer{}, account.Account{}, err
-	}
-	ip, err := ipam.Pick(acc.Network, func(ip netip.Addr) (bool, error) { return at.IPTaken(ctx, ip) })
-	if errors.Is(err, ipam.ErrCrowded) {
-		var used map[netip.Addr]bool
-		if used, err = at.UsedIPs(ctx); err == nil {
-			ip, err = ipam.Next(acc.Network, used)
-		}
-	}
+	// Network and domain never change: no lock needed to read them. The
+	// address and label are picked optimistically and inserted only if
+	// still free, so registrations in one account do not queue behind each
+	// other until the last statements (the key use and the serial bump).
+	acc, err := at.Account(ctx)
 	if err != nil {
 		return account.Peer{}, account.Account{}, err
 	}
@@ -190,17 +174,11 @@ func (s *Service) register(ctx context.Context, tx *store.Tx, in LoginInput, now
 	if name == "" {
 		name = "peer"
 	}
-	label, err := freeLabel(ctx, at, dnsname.Label(name), "")
-	if err != nil {
-		return account.Peer{}, account.Account{}, err
-	}
 	p := account.Peer{
 		ID:         account.PeerID(uuid.NewString()),
 		AccountID:  acc.ID,
 		Key:        in.Key,
-		IP:         ip,
 		Name:       name,
-		DNSLabel:   label,
 		Meta:       in.Meta,
 		SSHPubKey:  in.SSHPubKey,
 		SetupKeyID: sk.ID,
@@ -209,8 +187,34 @@ func (s *Service) register(ctx context.Context, tx *store.Tx, in LoginInput, now
 		LastLogin:  now,
 		LastSeen:   now,
 	}
-	if err := at.InsertPeer(ctx, p); err != nil {
+	for attempt := 0; ; attempt++ {
+		if p.IP, err = s.pickIP(ctx, at, acc.Network); err != nil {
+			return account.Peer{}, account.Account{}, err
+		}
+		if p.DNSLabel, err = freeLabel(ctx, at, dnsname.Label(name), ""); err != nil {
+			return account.Peer{}, account.Account{}, err
+		}
+		inserted, err := at.InsertPeerIfFree(ctx, p)
+		if err != nil {
+			return account.Peer{}, account.Account{}, err
+		}
+		if inserted {
+			break
+		}
+		// A concurrent registration took the address or the label, or
+		// registered this very key (then Login retries and finds it).
+		if _, err := tx.PeerByKey(ctx, in.Key); err == nil || attempt >= 8 {
+			return account.Peer{}, account.Account{}, fmt.Errorf("register: %w", store.ErrConflict)
+		}
+	}
+	ok, err := at.ConsumeSetupKey(ctx, sk.ID, now.UnixNano())
+	if err != nil {
 		return account.Peer{}, account.Account{}, err
+	}
+	if !ok {
+		// Another registration used the last allowance since we read it;
+		// the transaction rolls the peer back.
+		return account.Peer{}, account.Account{}, setupkey.ErrExhausted
 	}
 	if acc.Serial, err = at.BumpSerial(ctx); err != nil {
 		return account.Peer{}, account.Account{}, err
@@ -221,6 +225,19 @@ func (s *Service) register(ctx context.Context, tx *store.Tx, in LoginInput, now
 	}
 	s.log.Info("peer registered", "peer", p.ID, "ip", p.IP, "name", p.Name, "setup_key", sk.ID)
 	return p, acc, nil
+}
+
+// pickIP returns a free address: random picks with indexed lookups, and a
+// scan of every used address only when the network is nearly full.
+func (s *Service) pickIP(ctx context.Context, at *store.AccountTx, network netip.Prefix) (netip.Addr, error) {
+	ip, err := ipam.Pick(network, func(ip netip.Addr) (bool, error) { return at.IPTaken(ctx, ip) })
+	if errors.Is(err, ipam.ErrCrowded) {
+		var used map[netip.Addr]bool
+		if used, err = at.UsedIPs(ctx); err == nil {
+			ip, err = ipam.Next(network, used)
+		}
+	}
+	return ip, err
 }
 
 // freeLabel returns base or the first free base-N among the account's

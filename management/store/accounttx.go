@@ -31,17 +31,10 @@ func (a *AccountTx) Account(ctx context.Context) (account.Account, error) {
 	return scanAccount(a.q().queryRow(ctx, `SELECT `+accountCols+` FROM accounts WHERE id = ?`, string(a.id)))
 }
 
-// Lock makes other writers of this account wait until the transaction
-// ends, and reads the account. Take it before allocating addresses or names,
-// so that concurrent registrations queue instead of colliding.
+// Lock reads the account and makes other writers of it wait until the
+// transaction ends, for changes that read before they write.
 func (a *AccountTx) Lock(ctx context.Context) (account.Account, error) {
-	if l := a.tx.eng.lockAccountSQL(); l != "" {
-		var id string
-		if err := a.q().queryRow(ctx, l, string(a.id)).Scan(&id); err != nil {
-			return account.Account{}, mapErr(err)
-		}
-	}
-	return a.Account(ctx)
+	return scanAccount(a.q().queryRow(ctx, `SELECT `+accountCols+` FROM accounts WHERE id = ?`+a.tx.eng.forUpdate(), string(a.id)))
 }
 
 // BumpSerial increments and returns the account's network serial. Because it
@@ -84,6 +77,27 @@ func (a *AccountTx) InsertPeer(ctx context.Context, p account.Peer) error {
 		string(p.ID), string(p.AccountID), p.Key.String(), p.IP.String(), p.Name, p.DNSLabel, string(meta), p.SSHPubKey,
 		string(p.SetupKeyID), p.Ephemeral, nanos(p.CreatedAt), nanos(p.LastLogin), nanos(p.LastSeen), p.Connected)
 	return mapErr(err)
+}
+
+// InsertPeerIfFree adds a peer unless its key, address or DNS label is
+// taken, also by a concurrent transaction (which it waits for); it reports
+// whether the peer was added. Unlike InsertPeer it leaves the transaction
+// usable on a conflict, so the caller can pick another address or label.
+func (a *AccountTx) InsertPeerIfFree(ctx context.Context, p account.Peer) (bool, error) {
+	if err := a.owns("peer", p.AccountID); err != nil {
+		return false, err
+	}
+	meta, err := json.Marshal(p.Meta)
+	if err != nil {
+		return false, err
+	}
+	n, err := a.q().exec(ctx, `INSERT INTO peers (`+peerCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		string(p.ID), string(p.AccountID), p.Key.String(), p.IP.String(), p.Name, p.DNSLabel, string(meta), p.SSHPubKey,
+		string(p.SetupKeyID), p.Ephemeral, nanos(p.CreatedAt), nanos(p.LastLogin), nanos(p.LastSeen), p.Connected)
+	if err != nil {
+		return false, mapErr(err)
+	}
+	return n == 1, nil
 }
 
 // UpdatePeer rewrites a peer's mutable fields.
@@ -179,11 +193,9 @@ func (a *AccountTx) InsertEvent(ctx context.Context, e account.Event) (int64, er
 		return 0, err
 	}
 	var seq int64
-	if err := a.q().queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE account_id = ?`, string(a.id)).Scan(&seq); err != nil {
-		return 0, mapErr(err)
-	}
-	_, err = a.q().exec(ctx, `INSERT INTO events (account_id, seq, at, activity, initiator, target, meta) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		string(a.id), seq, nanos(e.At), e.Activity, e.Initiator, e.Target, string(meta))
+	err = a.q().queryRow(ctx, `INSERT INTO events (account_id, seq, at, activity, initiator, target, meta)
+		SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ? FROM events WHERE account_id = ? RETURNING seq`,
+		string(a.id), nanos(e.At), e.Activity, e.Initiator, e.Target, string(meta), string(a.id)).Scan(&seq)
 	return seq, mapErr(err)
 }
 

@@ -17,10 +17,9 @@ type engine interface {
 	name() Engine
 	pool() querier
 	begin(ctx context.Context) (txn, error)
-	// lockAccount holds the account's row until the transaction ends, so
-	// that writers of one account (address and label allocation) queue up
-	// instead of colliding on unique indexes.
-	lockAccountSQL() string
+	// forUpdate is the suffix that makes a SELECT hold its rows until the
+	// transaction ends ("" where transactions already exclude each other).
+	forUpdate() string
 	// migrationLockSQL serializes migrations between processes.
 	migrationLockSQL() string
 	close() error
@@ -79,7 +78,7 @@ func (e *sqliteEngine) pool() querier { return sqlQuerier{e.db} }
 func (e *sqliteEngine) close() error  { return e.db.Close() }
 
 // SQLite's immediate transactions already hold the database write lock.
-func (e *sqliteEngine) lockAccountSQL() string   { return "" }
+func (e *sqliteEngine) forUpdate() string        { return "" }
 func (e *sqliteEngine) migrationLockSQL() string { return "" }
 
 func (e *sqliteEngine) begin(ctx context.Context) (txn, error) {
@@ -166,7 +165,7 @@ func mapErr(err error) error {
 		return nil
 	case errors.Is(err, sql.ErrNoRows), isNoRows(err):
 		return ErrNotFound
-	case isUnique(err):
+	case isUnique(err), isTxConflict(err):
 		return fmt.Errorf("%w: %w", ErrConflict, err)
 	case isConnErr(err):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)

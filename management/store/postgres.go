@@ -46,9 +46,10 @@ func (e *pgEngine) name() Engine  { return Postgres }
 func (e *pgEngine) pool() querier { return pgQuerier{e.p} }
 func (e *pgEngine) close() error  { e.p.Close(); return nil }
 
-func (e *pgEngine) lockAccountSQL() string {
-	return `SELECT id FROM accounts WHERE id = ? FOR UPDATE`
-}
+// NO KEY UPDATE excludes other writers of the row but not the key-share
+// locks that foreign-key checks take (inserting a peer locks its account
+// that way): FOR UPDATE would deadlock against concurrent registrations.
+func (e *pgEngine) forUpdate() string { return " FOR NO KEY UPDATE" }
 
 func (e *pgEngine) migrationLockSQL() string {
 	return `SELECT pg_advisory_xact_lock(` + strconv.FormatInt(migrationLockKey, 10) + `)`
@@ -119,6 +120,14 @@ func rebind(q string) string {
 }
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// isTxConflict reports a transaction Postgres aborted to resolve a
+// conflict with another (deadlock, serialization failure): retrying it
+// from the start is safe.
+func isTxConflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
 
 // isConnErr reports errors that mean the database cannot be reached now
 // (as opposed to a bad statement): callers may retry later.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/management/account"
-	"github.com/wiremesh/wiremesh/management/internal/storetest"
+	"github.com/wiremesh/wiremesh/management/storetest"
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
@@ -99,6 +99,23 @@ func testPeers(t *testing.T, st *store.Store) {
 		if !errors.Is(err, store.ErrConflict) {
 			t.Errorf("duplicate %s: got %v, want ErrConflict", name, err)
 		}
+	}
+	// InsertPeerIfFree refuses a taken address without breaking the
+	// transaction: the caller goes on with another one.
+	err = st.Tx(ctx, func(tx *store.Tx) error {
+		in := tx.In(acc.ID)
+		q := mkPeer(t, acc, 2)
+		if ok, err := in.InsertPeerIfFree(ctx, q); ok || err != nil {
+			return fmt.Errorf("taken address accepted: %v %v", ok, err)
+		}
+		q.IP = q.IP.Next()
+		if ok, err := in.InsertPeerIfFree(ctx, q); !ok || err != nil {
+			return fmt.Errorf("free address refused: %v %v", ok, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	p.Name, p.Connected = "renamed", true
 	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.In(acc.ID).UpdatePeer(ctx, p) }); err != nil {
