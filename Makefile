@@ -8,6 +8,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird-server ./cmd/netbird-server
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird-mgmt ./management/cmd/netbird-mgmt
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird-signal ./signal/cmd/netbird-signal
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird-relay ./relay/cmd/netbird-relay
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird ./client/cmd/netbird
 
 test:

@@ -3,6 +3,7 @@ module github.com/wiremesh/wiremesh
 go 1.26.8
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/pion/ice/v4 v4.4.9
@@ -10,6 +11,7 @@ require (
 	github.com/pion/stun/v4 v4.0.1
 	github.com/pion/transport/v5 v5.0.1
 	github.com/pion/turn/v4 v4.1.4
+	github.com/quic-go/quic-go v0.65.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
 	github.com/vishvananda/netlink v1.3.1

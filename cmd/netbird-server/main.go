@@ -21,12 +21,15 @@ import (
 	"github.com/wiremesh/wiremesh/internal/grpcserver"
 	"github.com/wiremesh/wiremesh/internal/logging"
 	"github.com/wiremesh/wiremesh/internal/netaddr"
+	"github.com/wiremesh/wiremesh/internal/relayconn"
 	"github.com/wiremesh/wiremesh/internal/turnserver"
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/admin"
+	"github.com/wiremesh/wiremesh/management/grpcapi"
 	mgmt "github.com/wiremesh/wiremesh/management/server"
 	"github.com/wiremesh/wiremesh/management/storeflag"
 	"github.com/wiremesh/wiremesh/management/turncreds"
+	relay "github.com/wiremesh/wiremesh/relay/server"
 	sig "github.com/wiremesh/wiremesh/signal/server"
 )
 
@@ -42,6 +45,8 @@ type options struct {
 	dataDir, listen, publicAddr, logLevel string
 	stunPort                              int
 	turnSecret, turnRelayIP               string
+	relaySecret                           string
+	noRelay                               bool
 }
 
 func command() *cobra.Command {
@@ -62,6 +67,8 @@ func command() *cobra.Command {
 	f.IntVar(&o.stunPort, "stun-port", 3478, "UDP port of the embedded STUN/TURN server (0 disables it)")
 	f.StringVar(&o.turnSecret, "turn-secret", "", "TURN REST shared secret (default: random at each start)")
 	f.StringVar(&o.turnRelayIP, "turn-relay-ip", "", "IPv4 address of relayed TURN allocations (default: public address or first global IPv4)")
+	f.StringVar(&o.relaySecret, "relay-secret", "", "secret of relay tokens, shared with separate relays (default: random at each start)")
+	f.BoolVar(&o.noRelay, "disable-relay", false, "do not run the embedded relay (rel:// WebSocket on the --listen port)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	o.store = storeflag.Bind(f)
 	cmd.AddCommand(admin.Command("/var/lib/netbird-server"), admin.MigrateCommand("/var/lib/netbird-server"))
@@ -90,11 +97,9 @@ func run(ctx context.Context, o *options) error {
 	issuer := turncreds.Issuer{Secret: o.turnSecret}
 	if o.stunPort != 0 {
 		if issuer.Secret == "" {
-			b := make([]byte, 24)
-			if _, err := rand.Read(b); err != nil {
+			if issuer.Secret, err = randomSecret(); err != nil {
 				return err
 			}
-			issuer.Secret = hex.EncodeToString(b)
 		}
 		relayIP, err := netaddr.RelayIP(ctx, firstNonEmpty(o.turnRelayIP, o.publicAddr))
 		if err != nil {
@@ -109,7 +114,38 @@ func run(ctx context.Context, o *options) error {
 		log.Info("STUN/TURN listening", "udp_port", ts.Port(), "relay_ip", relayIP)
 	}
 
-	m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv, TURN: issuer})
+	handler := http.NotFoundHandler()
+	var rl *relay.Server
+	relayAuth := grpcapi.RelayAuth{Secret: o.relaySecret}
+	if !o.noRelay {
+		if relayAuth.Secret == "" {
+			if relayAuth.Secret, err = randomSecret(); err != nil {
+				return err
+			}
+		}
+		// The instance URL is compared verbatim by clients and dialed when
+		// it is another peer's home relay: it must be one reachable address.
+		host := o.publicAddr
+		if host == "" {
+			ip, err := netaddr.RelayIP(ctx, "")
+			if err != nil {
+				return fmt.Errorf("relay address: %w (set --public-address)", err)
+			}
+			host = ip.String()
+		}
+		instance := "rel://" + net.JoinHostPort(host, strconv.Itoa(port))
+		if rl, err = relay.New(relay.Options{InstanceURL: instance, Secret: relayAuth.Secret, Log: log}); err != nil {
+			return err
+		}
+		defer rl.Close()
+		mux := http.NewServeMux()
+		mux.Handle(relayconn.Path, rl)
+		handler = mux
+		adv.RelayPort = port
+		log.Info("relay listening", "instance", instance)
+	}
+
+	m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv, TURN: issuer, Relay: relayAuth})
 	if err != nil {
 		return err
 	}
@@ -124,9 +160,23 @@ func run(ctx context.Context, o *options) error {
 	fmt.Fprintf(os.Stderr, "Join a peer:         netbird up --management-url http://%s --setup-key KEY\n", hostPort(o.publicAddr, port))
 
 	// End long-lived streams first so that the graceful stop is quick.
-	stopStreams := context.AfterFunc(ctx, func() { m.API.Close(); s.Close() })
+	stopStreams := context.AfterFunc(ctx, func() {
+		m.API.Close()
+		s.Close()
+		if rl != nil {
+			rl.Close()
+		}
+	})
 	defer stopStreams()
-	return grpcserver.Serve(ctx, ln, g, http.NotFoundHandler(), log, 5*time.Second)
+	return grpcserver.Serve(ctx, ln, g, handler, log, 5*time.Second)
+}
+
+func randomSecret() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
 }
 
 func hostPort(public string, port int) string {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/envelope"
 	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/internal/relaywire"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/networkmap"
 	"github.com/wiremesh/wiremesh/management/peers"
@@ -37,6 +38,23 @@ type Endpoints struct {
 	SignalTLS bool
 	STUNs     []string // stun:host:port
 	TURNs     []string // turn:host:port?transport=udp
+	Relays    []string // rel://host:port or rels://host:port
+}
+
+// RelayAuth signs the tokens for the relays.
+type RelayAuth struct {
+	Secret string        // shared with the relays
+	TTL    time.Duration // token lifetime; 0: DefaultRelayTTL
+}
+
+// DefaultRelayTTL is the lifetime of relay tokens, as the reference.
+const DefaultRelayTTL = 12 * time.Hour
+
+func (r RelayAuth) ttl() time.Duration {
+	if r.TTL <= 0 {
+		return DefaultRelayTTL
+	}
+	return r.TTL
 }
 
 // Advertiser decides what to advertise to a client that dialed host.
@@ -52,6 +70,7 @@ type Options struct {
 	ServerKey key.Private
 	Advertise Advertiser
 	TURN      turncreds.Issuer
+	Relay     RelayAuth
 	MaxSyncs  int // concurrent Sync streams; 0 means 1000
 	Log       *slog.Logger
 	Now       func() time.Time
@@ -174,7 +193,8 @@ func (s *Server) loginError(ctx context.Context, pk key.Public, err error) error
 }
 
 // netbirdConfig is the full config; it is authoritative on the client, so
-// it always carries everything (signal, STUN, fresh TURN credentials).
+// it always carries everything (signal, STUN, fresh TURN credentials, the
+// relays with a fresh token: a config without relay clears the client's).
 func (s *Server) netbirdConfig(ctx context.Context) *mgmtpb.NetbirdConfig {
 	ep := s.o.Advertise.Advertise(dialedHost(ctx))
 	proto := mgmtpb.HostConfig_HTTP
@@ -190,6 +210,10 @@ func (s *Server) netbirdConfig(ctx context.Context) *mgmtpb.NetbirdConfig {
 		for _, u := range ep.TURNs {
 			cfg.Turns = append(cfg.Turns, &mgmtpb.ProtectedHostConfig{HostConfig: &mgmtpb.HostConfig{Uri: u, Protocol: mgmtpb.HostConfig_UDP}, User: user, Password: pass})
 		}
+	}
+	if len(ep.Relays) > 0 && s.o.Relay.Secret != "" {
+		cr := relaywire.Issue(s.o.Relay.Secret, s.o.Now().Add(s.o.Relay.ttl()))
+		cfg.Relay = &mgmtpb.RelayConfig{Urls: ep.Relays, TokenPayload: cr.Payload, TokenSignature: cr.Signature}
 	}
 	return cfg
 }
@@ -248,4 +272,15 @@ func (s *Server) registeredPeer(ctx context.Context, pk key.Public) (account.Pee
 		return p, status.Error(codes.Internal, "peer lookup failed")
 	}
 	return p, nil
+}
+
+// refreshEvery is how often a connected peer gets fresh credentials: at
+// three quarters of the shorter lifetime of TURN credentials and relay
+// tokens, so neither expires while the peer is connected.
+func (s *Server) refreshEvery() time.Duration {
+	d := s.o.TURN.Refresh()
+	if s.o.Relay.Secret != "" {
+		d = min(d, s.o.Relay.ttl()*3/4)
+	}
+	return d
 }

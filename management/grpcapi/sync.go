@@ -85,7 +85,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	if done, err := push(true); done || err != nil {
 		return err
 	}
-	refresh := time.NewTicker(s.o.TURN.Refresh())
+	refresh := time.NewTicker(s.refreshEvery())
 	defer refresh.Stop()
 	for {
 		select {

@@ -32,6 +32,7 @@ type Options struct {
 	Log       *slog.Logger
 	Advertise grpcapi.Advertiser
 	TURN      turncreds.Issuer
+	Relay     grpcapi.RelayAuth
 	// Poll is how often the store is checked for changes made elsewhere.
 	Poll time.Duration
 	// EphemeralTimeout is how long an ephemeral peer may stay offline
@@ -84,7 +85,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	}
 	hub := updates.NewHub()
 	ps := peers.New(st, hub, o.Log, nil)
-	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Log: o.Log})
+	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log})
 	wctx, cancel := context.WithCancel(context.Background())
 	s := &Server{Store: st, Peers: ps, Hub: hub, API: api, log: o.Log, cancel: cancel}
 	// Take the baseline now, so a change made between start-up and the
@@ -216,8 +217,10 @@ type Advertiser struct {
 	SignalTLS  bool
 	STUNPort   int // 0: no embedded STUN
 	TURNPort   int // 0: no embedded TURN
+	RelayPort  int // 0: no embedded relay (rel://host:port, WebSocket on the main port)
 	ExtraSTUNs []string
 	ExtraTURNs []string
+	Relays     []string // separate relays, rel:// or rels:// URLs
 }
 
 // Advertise implements grpcapi.Advertiser.
@@ -241,6 +244,10 @@ func (a Advertiser) Advertise(dialed string) grpcapi.Endpoints {
 	if a.TURNPort != 0 {
 		ep.TURNs = append(ep.TURNs, "turn:"+net.JoinHostPort(host, strconv.Itoa(a.TURNPort))+"?transport=udp")
 	}
+	if a.RelayPort != 0 {
+		ep.Relays = append(ep.Relays, "rel://"+net.JoinHostPort(host, strconv.Itoa(a.RelayPort)))
+	}
+	ep.Relays = append(ep.Relays, a.Relays...)
 	ep.STUNs = append(ep.STUNs, a.ExtraSTUNs...)
 	ep.TURNs = append(ep.TURNs, a.ExtraTURNs...)
 	return ep

@@ -20,8 +20,10 @@ import (
 	"github.com/wiremesh/wiremesh/internal/envelope"
 	"github.com/wiremesh/wiremesh/internal/grpcserver"
 	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/internal/relaywire"
 	"github.com/wiremesh/wiremesh/internal/testpeer"
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/grpcapi"
 	"github.com/wiremesh/wiremesh/management/server"
 	"github.com/wiremesh/wiremesh/management/setupkey"
 	"github.com/wiremesh/wiremesh/management/store"
@@ -43,7 +45,7 @@ func start(t *testing.T, dir string, issuer turncreds.Issuer) *env {
 	return startWith(t, dir, server.Options{TURN: issuer})
 }
 
-func startWith(t *testing.T, dir string, o server.Options) *env {
+func startWith(t *testing.T, dir string, o server.Options, advs ...func(*server.Advertiser)) *env {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -52,6 +54,9 @@ func startWith(t *testing.T, dir string, o server.Options) *env {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	adv := server.Advertiser{SignalPort: port, STUNPort: 3478, TURNPort: 3478}
+	for _, f := range advs {
+		f(&adv)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	o.Store, o.Log, o.Advertise, o.Poll = store.Config{Engine: store.SQLite, DataDir: dir}, log, adv, 100*time.Millisecond
 	srv, err := server.Open(ctx, o)
@@ -451,6 +456,50 @@ func TestTURNCredentialsRefresh(t *testing.T) {
 	if u := cfg.GetTurns()[0].GetUser(); u == first || !turncreds.Valid("s", u, cfg.GetTurns()[0].GetPassword(), time.Now()) {
 		t.Fatalf("refreshed credentials %q (was %q) not fresh and valid", u, first)
 	}
+}
+
+// TestRelayTokens: every NetbirdConfig carries the relays with a token that
+// validates (a config without relay would clear the client's relays), and
+// the token is refreshed before it expires.
+func TestRelayTokens(t *testing.T) {
+	e := startWith(t, t.TempDir(), server.Options{Relay: grpcapi.RelayAuth{Secret: "relay-secret", TTL: 4 * time.Second}},
+		func(a *server.Advertiser) { a.Relays = []string{"rels://relay.example.com:443"} })
+	_, secret := e.setupKey(setupkey.Options{Reusable: true})
+	c := ctx(t)
+	a := testpeer.New(e.conn, "a")
+	lr, err := a.Login(c, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(rc *mgmtpb.RelayConfig) string {
+		t.Helper()
+		if len(rc.GetUrls()) != 1 || rc.GetUrls()[0] != "rels://relay.example.com:443" {
+			t.Fatalf("relay URLs %v", rc.GetUrls())
+		}
+		tok, err := relaywire.Credentials{Payload: rc.GetTokenPayload(), Signature: rc.GetTokenSignature()}.Binary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := relaywire.Validate("relay-secret", tok, time.Now()); err != nil {
+			t.Fatalf("relay token: %v", err)
+		}
+		return rc.GetTokenPayload()
+	}
+	check(lr.GetNetbirdConfig().GetRelay())
+	s, err := a.Sync(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	first := check(s.Messages()[0].GetNetbirdConfig().GetRelay())
+	if err := s.WaitFor(5*time.Second, func(msgs []*mgmtpb.SyncResponse) bool {
+		last := msgs[len(msgs)-1]
+		return len(msgs) > 1 && last.GetNetbirdConfig().GetRelay().GetTokenPayload() != first
+	}); err != nil {
+		t.Fatalf("no relay token refresh: %v", err)
+	}
+	msgs := s.Messages()
+	check(msgs[len(msgs)-1].GetNetbirdConfig().GetRelay())
 }
 
 func TestNewestSyncWinsAndJob(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/logging"
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/admin"
+	"github.com/wiremesh/wiremesh/management/grpcapi"
 	mgmt "github.com/wiremesh/wiremesh/management/server"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/storeflag"
@@ -37,7 +38,9 @@ const defaultDir = "/var/lib/netbird-mgmt"
 func command() *cobra.Command {
 	var (
 		dataDir, listen, publicAddr, signalAddr, logLevel, turnSecret, turnUser, turnPass string
-		stuns, turns                                                                      []string
+		stuns, turns, relays                                                              []string
+		relaySecret                                                                       string
+		relayTTL                                                                          time.Duration
 		signalTLS                                                                         bool
 		turnTTL                                                                           time.Duration
 	)
@@ -61,6 +64,9 @@ func command() *cobra.Command {
 	f.DurationVar(&turnTTL, "turn-ttl", turncreds.DefaultTTL, "lifetime of issued TURN credentials")
 	f.StringVar(&turnUser, "turn-user", "", "static TURN user (when no --turn-secret)")
 	f.StringVar(&turnPass, "turn-password", "", "static TURN password (when no --turn-secret)")
+	f.StringSliceVar(&relays, "relay", nil, "relay URL to hand out, e.g. rels://relay.example.com:443 (repeatable; netbird-relay instances)")
+	f.StringVar(&relaySecret, "relay-secret", os.Getenv("NB_RELAY_AUTH_SECRET"), "relay token secret, the relays' --auth-secret (env NB_RELAY_AUTH_SECRET)")
+	f.DurationVar(&relayTTL, "relay-ttl", 12*time.Hour, "lifetime of issued relay tokens")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	storeFlags := storeflag.Bind(f)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -79,6 +85,9 @@ func command() *cobra.Command {
 		if err != nil {
 			return err
 		}
+		if len(relays) > 0 && relaySecret == "" {
+			return fmt.Errorf("--relay needs --relay-secret (the relays' --auth-secret)")
+		}
 		log, err := logging.New(os.Stderr, logLevel)
 		if err != nil {
 			return err
@@ -89,9 +98,10 @@ func command() *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w (choose another with --listen)", listen, err)
 		}
-		adv := mgmt.Advertiser{PublicHost: publicAddr, SignalHost: sh, SignalPort: port, SignalTLS: signalTLS, ExtraSTUNs: stuns, ExtraTURNs: turns}
+		adv := mgmt.Advertiser{PublicHost: publicAddr, SignalHost: sh, SignalPort: port, SignalTLS: signalTLS, ExtraSTUNs: stuns, ExtraTURNs: turns, Relays: relays}
 		m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv,
-			TURN: turncreds.Issuer{Secret: turnSecret, TTL: turnTTL, StaticUser: turnUser, StaticPass: turnPass}})
+			TURN:  turncreds.Issuer{Secret: turnSecret, TTL: turnTTL, StaticUser: turnUser, StaticPass: turnPass},
+			Relay: grpcapi.RelayAuth{Secret: relaySecret, TTL: relayTTL}})
 		if err != nil {
 			ln.Close()
 			return err
