@@ -40,6 +40,7 @@ type Server struct {
 	configPath string
 	version    string
 	log        *slog.Logger
+	forceRelay bool
 
 	mu         sync.Mutex
 	eng        *engine.Engine
@@ -47,9 +48,15 @@ type Server struct {
 	lastErr    string
 }
 
+// Options are the daemon's settings beyond the profile.
+type Options struct {
+	// ForceRelay disables ICE (NB_FORCE_RELAY=true).
+	ForceRelay bool
+}
+
 // New returns a daemon using the profile at configPath.
-func New(configPath, version string, log *slog.Logger) *Server {
-	return &Server{configPath: configPath, version: version, log: log}
+func New(configPath, version string, log *slog.Logger, o Options) *Server {
+	return &Server{configPath: configPath, version: version, log: log, forceRelay: o.ForceRelay}
 }
 
 // Serve listens on addr ("unix:///path") until ctx ends. If the profile
@@ -173,6 +180,7 @@ func (s *Server) Up(ctx context.Context, _ *daemonpb.UpRequest) (*daemonpb.UpRes
 	eng, err = engine.Start(ctx, engine.Options{
 		Management: t, Private: cfg.Key(), Hostname: cfg.Hostname, Interface: cfg.InterfaceName,
 		WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: s.version, Log: s.log,
+		ForceRelay: s.forceRelay,
 		OnFatal: func(err error) {
 			s.mu.Lock()
 			mine := s.eng == eng && eng != nil
@@ -275,12 +283,15 @@ func statusProto(st engine.Status) *daemonpb.FullStatus {
 			IP: p.IP, PubKey: p.Key.String(), ConnStatus: p.Conn.State, ConnStatusUpdate: timestamppb.New(p.Conn.Since),
 			Relayed: p.Conn.Relayed, LocalIceCandidateType: p.Conn.LocalType, RemoteIceCandidateType: p.Conn.RemoteType,
 			Fqdn: p.FQDN, LocalIceCandidateEndpoint: p.Conn.LocalEndpoint, RemoteIceCandidateEndpoint: p.Conn.RemoteEndpoint,
-			BytesRx: p.RxBytes, BytesTx: p.TxBytes,
+			BytesRx: p.RxBytes, BytesTx: p.TxBytes, RelayAddress: p.Conn.RelayAddress,
 		}
 		if !p.LastHandshake.IsZero() {
 			ps.LastWireguardHandshake = timestamppb.New(p.LastHandshake)
 		}
 		fs.Peers = append(fs.Peers, ps)
+	}
+	for _, r := range st.Relays {
+		fs.Relays = append(fs.Relays, &daemonpb.RelayState{URI: r.URI, Available: r.Available, Error: r.Err})
 	}
 	return fs
 }

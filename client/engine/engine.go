@@ -20,9 +20,11 @@ import (
 
 	"github.com/wiremesh/wiremesh/client/mgmtclient"
 	"github.com/wiremesh/wiremesh/client/peer"
+	"github.com/wiremesh/wiremesh/client/relayclient"
 	"github.com/wiremesh/wiremesh/client/signalclient"
 	"github.com/wiremesh/wiremesh/client/wg"
 	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/internal/relaywire"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
@@ -37,6 +39,9 @@ type Options struct {
 	MTU        int
 	Version    string
 	Log        *slog.Logger
+	// ForceRelay disables ICE: peers connect through the relay only
+	// (NB_FORCE_RELAY=true, as the official client).
+	ForceRelay bool
 	// OnFatal is called (once, from a goroutine of the engine) when the
 	// engine stops by itself, e.g. because the peer was deleted.
 	OnFatal func(error)
@@ -44,13 +49,14 @@ type Options struct {
 
 // Engine is a running agent connection.
 type Engine struct {
-	o    Options
-	log  *slog.Logger
-	mgmt *mgmtclient.Client
-	sig  *signalclient.Client
-	dev  *wg.Device
-	mux  *peer.Mux
-	meta *mgmtpb.PeerSystemMeta
+	o      Options
+	log    *slog.Logger
+	mgmt   *mgmtclient.Client
+	sig    *signalclient.Client
+	dev    *wg.Device
+	mux    *peer.Mux
+	relays *relayclient.Manager
+	meta   *mgmtpb.PeerSystemMeta
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -136,12 +142,18 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	}
 	e := &Engine{
 		o: o, log: o.Log, mgmt: mc, sig: sc, dev: dev, meta: meta,
-		mux:   peer.NewMux(dev.Bind().STUNConn(), netip.PrefixFrom(addr.Masked().Addr(), addr.Bits())),
-		addr:  addr,
-		fqdn:  lr.GetPeerConfig().GetFqdn(),
-		peers: map[key.Public]*remote{},
+		relays: relayclient.NewManager(o.Private.Public().String(), nil, o.Log),
+		mux:    peer.NewMux(dev.Bind().STUNConn(), netip.PrefixFrom(addr.Masked().Addr(), addr.Bits())),
+		addr:   addr,
+		fqdn:   lr.GetPeerConfig().GetFqdn(),
+		peers:  map[key.Public]*remote{},
 	}
 	dev.Bind().SetProbeHandler(e.onProbe)
+	// The login response's config starts the relay now, so the relayed
+	// path is ready about when the first network map arrives.
+	if cfg := lr.GetNetbirdConfig(); cfg != nil {
+		e.applyConfig(cfg)
+	}
 	rctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	e.wg.Add(2)
@@ -176,6 +188,7 @@ func (e *Engine) Stop() {
 	for _, r := range peers {
 		r.conn.Close()
 	}
+	e.relays.Close()
 	_ = e.mux.Close()
 	e.dev.Close()
 	e.sig.Close()
@@ -284,6 +297,7 @@ func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
 		conn := peer.New(peer.Config{
 			Local: e.o.Private, Remote: k, AllowedIPs: ips, Overlay: netip.PrefixFrom(e.addr.Masked().Addr(), e.addr.Bits()),
 			Mux: e.mux, URLs: e.currentURLs, WGPort: e.dev.Port(), Version: e.o.Version, Log: e.log,
+			Relay: e.relays, ForceRelay: e.o.ForceRelay,
 		}, e.sig, e.dev)
 		e.peers[k] = &remote{conn: conn, cfg: rp, ips: ips}
 	}
@@ -302,6 +316,14 @@ func (e *Engine) applyConfig(cfg *mgmtpb.NetbirdConfig) {
 			turns = append(turns, u)
 		}
 	}
+	// A config without relay clears the relays (the spec's rule).
+	var relayURLs []string
+	var cred relaywire.Credentials
+	if rc := cfg.GetRelay(); rc != nil {
+		relayURLs = rc.GetUrls()
+		cred = relaywire.Credentials{Payload: rc.GetTokenPayload(), Signature: rc.GetTokenSignature()}
+	}
+	e.relays.Update(relayURLs, cred)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	// Empty lists mean "no change", as in the reference client.
@@ -362,6 +384,7 @@ type Status struct {
 	SignalConn    bool
 	SignalError   string
 	Peers         []PeerStatus
+	Relays        []relayclient.State
 	KernelWG      bool
 }
 
@@ -374,6 +397,7 @@ func (e *Engine) Status() Status {
 		Address: e.addr, FQDN: e.fqdn, Interface: e.dev.Name(), WGPort: e.dev.Port(), PublicKey: e.o.Private.Public(),
 		Management: e.mgmt.URL(), MgmtConnected: e.mgmt.Connected(), MgmtError: e.mgmt.LastError(),
 		Signal: e.sig.Addr, SignalConn: e.sig.Connected(), SignalError: e.sig.LastError(),
+		Relays: e.relays.States(),
 	}
 	for k, r := range e.peers {
 		ps := PeerStatus{Key: k, FQDN: r.cfg.GetFqdn(), Conn: r.conn.Status()}

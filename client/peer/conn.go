@@ -50,6 +50,10 @@ type Config struct {
 	// PunchQuiet overrides DefaultPunchQuiet; NoPunch turns punching off.
 	PunchQuiet time.Duration
 	NoPunch    bool
+	// Relay opens relayed paths (nil: none). ForceRelay disables ICE, so
+	// the relay is the only path (NB_FORCE_RELAY).
+	Relay      Relayer
+	ForceRelay bool
 }
 
 // Status is what `netbird status` shows for the peer.
@@ -60,6 +64,7 @@ type Status struct {
 	RemoteType     string
 	LocalEndpoint  string
 	RemoteEndpoint string
+	RelayAddress   string // the relay carrying the pair, when relayed through one
 	Since          time.Time
 }
 
@@ -76,6 +81,10 @@ type Conn struct {
 
 	mu     sync.Mutex
 	status Status
+
+	// owned by the loop goroutine
+	rl    relayPath
+	onICE bool // WireGuard's endpoint is a path ICE selected
 }
 
 // New starts the connection's event loop.
@@ -183,6 +192,9 @@ func (c *Conn) run(ctx context.Context) {
 	gen := 0
 	var s *session
 	defer func() { c.closeSession(s) }()
+	c.rl.backoff = time.Second
+	defer c.closeRelay(&c.rl)
+	c.startRelay(ctx, &c.rl)
 
 	offerEvery := 2 * time.Second
 	offer := time.NewTimer(0)
@@ -232,6 +244,14 @@ func (c *Conn) run(ctx context.Context) {
 				if s == nil {
 					continue
 				}
+				if a := ev.GetRelayServerAddress(); a != "" && (ev.GetType() == signalpb.Body_OFFER || ev.GetType() == signalpb.Body_ANSWER) {
+					if a != c.rl.remote && !c.controlling() && c.rl.pc != nil && c.rl.url != a {
+						// The remote moved to another home relay: follow it.
+						c.closeRelay(&c.rl)
+					}
+					c.rl.remote = a
+					c.startRelay(ctx, &c.rl)
+				}
 				switch ev.GetType() {
 				case signalpb.Body_OFFER:
 					ufrag, pwd, ok := credentials(ev.GetPayload())
@@ -265,13 +285,25 @@ func (c *Conn) run(ctx context.Context) {
 					c.log.Info("ICE failed, restarting", "in", backoff)
 					c.closeSession(s)
 					s = nil
-					c.setStatus(func(st *Status) { *st = Status{State: "Connecting", Since: st.Since} })
+					c.onICE = false
+					if !c.fallBackToRelay(&c.rl, allowed) {
+						c.setStatus(func(st *Status) { *st = Status{State: "Connecting", Since: st.Since} })
+					}
 					restart.Reset(backoff)
 					backoff = min(backoff*2, 8*time.Second)
 				case ice.ConnectionStateDisconnected:
-					c.setStatus(func(st *Status) { st.State = "Connecting" })
+					// No stall: while ICE tries to recover, the relay carries.
+					if c.onICE && c.fallBackToRelay(&c.rl, allowed) {
+						c.onICE = false
+					} else if !c.onICE && c.rl.pc == nil {
+						c.setStatus(func(st *Status) { st.State = "Connecting" })
+					} else if c.onICE {
+						c.setStatus(func(st *Status) { st.State = "Connecting" })
+					}
 				case ice.ConnectionStateConnected:
-					if s.connected {
+					if s.conn != nil && !c.onICE && c.rl.pc != nil && (c.controlling() || s.adopted) {
+						configured = c.usePath(s, allowed) || configured
+					} else if s.connected {
 						c.setStatus(func(st *Status) { st.State = "Connected" })
 					}
 				}
@@ -314,6 +346,18 @@ func (c *Conn) run(ctx context.Context) {
 			case adoptPath:
 				if s != nil && ev.gen == s.gen && s.conn != nil {
 					s.adopted = c.usePath(s, allowed)
+				}
+			case relayReady:
+				// A connected ICE pair (adopted or about to be) outranks the relay.
+				c.onRelayReady(ev, &c.rl, c.onICE || (s != nil && s.connected), allowed)
+				configured = configured || c.rl.adopted
+			case relayLost:
+				c.onRelayLost(ctx, ev, &c.rl, c.onICE)
+			case relayRetry:
+				c.startRelay(ctx, &c.rl)
+			case adoptRelay:
+				if ev.gen == c.rl.gen && c.rl.pc != nil && !c.onICE && (s == nil || !s.connected) {
+					c.useRelay(&c.rl, c.rl.endpoint, allowed)
 				}
 			}
 		}
@@ -404,6 +448,11 @@ func (c *Conn) closeSession(s *session) {
 func (c *Conn) send(ctx context.Context, s *session, t signalpb.Body_Type) {
 	body := &signalpb.Body{Type: t, Payload: s.ufrag + ":" + s.pwd, WgListenPort: uint32(c.cfg.WGPort),
 		NetBirdVersion: c.cfg.Version, RosenpassConfig: &signalpb.RosenpassConfig{}, SessionId: s.id}
+	if c.cfg.Relay != nil {
+		if home := c.cfg.Relay.HomeURL(); home != "" {
+			body.RelayServerAddress = &home
+		}
+	}
 	// Candidates sent before the remote knew us were dropped by it (a
 	// message from a peer not in its map is discarded), so every offer and
 	// answer is followed by all candidates gathered so far.
@@ -424,7 +473,7 @@ func (c *Conn) send(ctx context.Context, s *session, t signalpb.Body_Type) {
 }
 
 func (c *Conn) startConnect(ctx context.Context, s *session, ufrag, pwd string) {
-	if s.connecting {
+	if s.connecting || c.cfg.ForceRelay {
 		return
 	}
 	s.connecting, s.remoteUfrag, s.remotePwd = true, ufrag, pwd
@@ -475,6 +524,9 @@ func (c *Conn) usePath(s *session, allowed []netip.Prefix) bool {
 		return false
 	}
 	local, remote := pair.Local, pair.Remote
+	if c.keepRelayOverTURN(s, local, remote) {
+		return true
+	}
 	var endpoint string
 	if local.Type() == ice.CandidateTypeRelay {
 		endpoint = c.wg.Bind().Relay(c.cfg.Remote.String(), s.conn)
@@ -494,6 +546,12 @@ func (c *Conn) usePath(s *session, allowed []netip.Prefix) bool {
 		c.log.Error("set WireGuard endpoint", "endpoint", endpoint, "err", err)
 		return false
 	}
+	c.onICE = true
+	if c.rl.pc != nil {
+		// The relayed path stays open as the fallback; what still arrives
+		// on it must not pull WireGuard back to it.
+		_ = c.wg.Bind().RedirectRelay(c.relayName(), endpoint)
+	}
 	c.log.Debug("WireGuard endpoint set", "endpoint", endpoint)
 	c.reportPath(s)
 	return true
@@ -506,6 +564,9 @@ func (c *Conn) reportPath(s *session) {
 		return
 	}
 	local, remote := pair.Local, pair.Remote
+	if c.keepRelayOverTURN(s, local, remote) {
+		return
+	}
 	if local.Type() == ice.CandidateTypeRelay && !s.relayed {
 		// The controlled side receives over the relay before it adopts the
 		// path: WireGuard must already be able to read from it.
@@ -519,9 +580,25 @@ func (c *Conn) reportPath(s *session) {
 	}
 	c.log.Info("peer connected", "local", local.Type().String(), "remote", remote.Type().String(), "relayed", relayed)
 	c.setStatus(func(st *Status) {
-		st.State, st.Relayed = "Connected", relayed
+		st.State, st.Relayed, st.RelayAddress = "Connected", relayed, ""
 		st.LocalType, st.RemoteType = local.Type().String(), remote.Type().String()
 		st.LocalEndpoint = net.JoinHostPort(local.Address(), fmt.Sprint(local.Port()))
 		st.RemoteEndpoint = net.JoinHostPort(remote.Address(), fmt.Sprint(remote.Port()))
 	})
+}
+
+// keepRelayOverTURN leaves the pair on the relay server when ICE could only
+// connect through TURN: both are relays, and ours carries the traffic
+// already, so switching would only cost a handshake. The TURN pair stays
+// connected as a second fallback, and hole punching starts from it.
+func (c *Conn) keepRelayOverTURN(s *session, local, remote ice.Candidate) bool {
+	if c.rl.pc == nil || (local.Type() != ice.CandidateTypeRelay && remote.Type() != ice.CandidateTypeRelay) {
+		return false
+	}
+	if !s.connected {
+		c.log.Debug("ICE connected through TURN only; staying on the relay", "relay", c.rl.url)
+	}
+	s.connected = true
+	c.startPunch(s)
+	return true
 }

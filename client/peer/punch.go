@@ -188,10 +188,15 @@ func (c *Conn) onProbe(s *session, ev probeEvent, allowed []netip.Prefix) {
 		return
 	}
 	s.punched, s.adopted = true, true
+	c.onICE = true
+	if c.rl.pc != nil {
+		_ = c.wg.Bind().RedirectRelay(c.relayName(), ev.from.String())
+	}
 	s.punch.finish()
 	c.log.Info("punched a direct path through both NATs", "endpoint", ev.from, "after", time.Since(s.punch.started).Round(time.Millisecond))
 	c.setStatus(func(st *Status) {
-		st.Relayed, st.LocalType, st.RemoteType = false, "srflx", "srflx"
+		st.Relayed, st.LocalType, st.RemoteType, st.RelayAddress = false, "srflx", "srflx", ""
+		st.State = "Connected"
 		st.RemoteEndpoint = ev.from.String()
 		if port := c.wg.Bind().Port(); port != 0 {
 			st.LocalEndpoint = net.JoinHostPort("0.0.0.0", strconv.Itoa(port))

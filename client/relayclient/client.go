@@ -66,7 +66,7 @@ func Dial(ctx context.Context, url, pub string, cred relaywire.Credentials, tlsC
 	if err != nil {
 		return nil, fmt.Errorf("relay %s: no usable token from management: %w", url, err)
 	}
-	c, err := relayconn.DialWS(ctx, url, tlsConf)
+	c, err := dialTransport(ctx, url, tlsConf)
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +112,18 @@ func Dial(ctx context.Context, url, pub string, cred relaywire.Credentials, tlsC
 	go func() { defer cl.wg.Done(); cl.watchHealth() }()
 	return cl, nil
 }
+
+// dialTransport connects over WebSocket (TLS for rels://). The agent does
+// not use the QUIC transport: QUIC datagrams start at 1232 bytes, below a
+// WireGuard datagram of a 1280-MTU tunnel plus the relay header, so the
+// first full-size packets would fail until path MTU discovery raised the
+// limit (the official client falls back to WebSocket after such a failure).
+func dialTransport(ctx context.Context, url string, tlsConf *tls.Config) (relayconn.Conn, error) {
+	return relayconn.DialWS(ctx, url, tlsConf)
+}
+
+// Transport is "ws" or "quic".
+func (c *Client) Transport() string { return c.c.Transport() }
 
 // InstanceURL is the relay's own name for itself: what offers advertise.
 func (c *Client) InstanceURL() string { return c.instance }

@@ -3,9 +3,19 @@ package relayclient
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -153,4 +163,122 @@ func TestBadTokenRefused(t *testing.T) {
 			t.Log(fmt.Sprint(err))
 		})
 	}
+}
+
+// TestForeignRelay: peers with different home relays meet on one of them,
+// the other side dialing it as a foreign relay.
+func TestForeignRelay(t *testing.T) {
+	r1, r2 := startRelay(t), startRelay(t)
+	cred := relaywire.Issue(secret, time.Now().Add(time.Hour))
+	a, pubA := manager(t, r1, cred)
+	b, pubB := manager(t, r2, cred)
+	homeA, homeB := waitHome(t, a), waitHome(t, b)
+	if homeA == homeB {
+		t.Fatal("both on one relay")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs := make(chan error, 2)
+	var ca, cb *PeerConn
+	go func() {
+		var err error
+		ca, err = a.Open(ctx, "", pubB)
+		errs <- err
+	}()
+	go func() {
+		var err error
+		cb, err = b.Open(ctx, homeA, pubA) // A's home is foreign to B
+		errs <- err
+	}()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cb.Write([]byte("via the foreign relay")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 100)
+	if n, err := ca.Read(buf); err != nil || string(buf[:n]) != "via the foreign relay" {
+		t.Fatalf("got %q %v", buf[:n], err)
+	}
+	if b.HomeURL() != homeB {
+		t.Fatal("dialing a foreign relay changed B's home")
+	}
+}
+
+// TestTLSRelay: a rels:// relay with a certificate carries datagrams over
+// WebSocket with TLS, its QUIC listener running beside.
+func TestTLSRelay(t *testing.T) {
+	dir := t.TempDir()
+	pool := writeCert(t, dir)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	url := "rels://" + addr
+	p := proctest.Start(t, nil, "netbird-relay", "-l", addr, "-e", url, "-s", secret,
+		"--tls-cert-file", filepath.Join(dir, "cert.pem"), "--tls-key-file", filepath.Join(dir, "key.pem"))
+	p.Wait(t, regexp.MustCompile(`exposed as`), 20*time.Second)
+
+	cred := relaywire.Issue(secret, time.Now().Add(time.Hour))
+	tc := &tls.Config{RootCAs: pool}
+	ka, _ := key.NewPrivate()
+	kb, _ := key.NewPrivate()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	ca, err := Dial(ctx, url, ka.Public().String(), cred, tc, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Close()
+	cb, err := Dial(ctx, url, kb.Public().String(), cred, tc, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	if ca.Transport() != "ws" {
+		t.Fatalf("transport %s", ca.Transport())
+	}
+	errs := make(chan error, 1)
+	var pb *PeerConn
+	go func() {
+		var err error
+		pb, err = cb.OpenConn(ctx, ka.Public().String())
+		errs <- err
+	}()
+	pa, err := ca.OpenConn(ctx, kb.Public().String())
+	if err != nil || <-errs != nil {
+		t.Fatalf("open: %v", err)
+	}
+	if _, err := pa.Write([]byte("over tls")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if n, err := pb.Read(buf); err != nil || string(buf[:n]) != "over tls" {
+		t.Fatalf("got %q %v", buf[:n], err)
+	}
+}
+
+func writeCert(t *testing.T, dir string) *x509.CertPool {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "relay.test"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(k)
+	_ = os.WriteFile(filepath.Join(dir, "cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	_ = os.WriteFile(filepath.Join(dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return pool
 }

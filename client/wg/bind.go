@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.zx2c4.com/wireguard/conn"
@@ -260,8 +261,12 @@ func (b *Bind) Relay(name string, c net.Conn) string {
 				b.pool.Put(buf)
 				continue
 			}
+			var ep conn.Endpoint = r
+			if as := r.as.Load(); as != nil {
+				ep = as.ep
+			}
 			select {
-			case b.relayIn <- packet{buf: buf, n: n, ep: r}:
+			case b.relayIn <- packet{buf: buf, n: n, ep: ep}:
 			default:
 				b.pool.Put(buf) // WireGuard is not keeping up: drop like a full socket buffer
 			}
@@ -277,9 +282,36 @@ func (b *Bind) Unrelay(name string) {
 	b.mu.Unlock()
 }
 
+// RedirectRelay makes what arrives on relay endpoint name look as if it
+// came from endpoint to (as ParseEndpoint reads it), or undoes that when to
+// is "". After an upgrade to a direct path the relayed connection stays
+// open as a fallback; packets still arriving on it must not move
+// WireGuard's endpoint back to the relay.
+func (b *Bind) RedirectRelay(name, to string) error {
+	b.mu.Lock()
+	r := b.relays[relayPrefix+name]
+	b.mu.Unlock()
+	if r == nil {
+		return fmt.Errorf("no relay endpoint %q", name)
+	}
+	if to == "" {
+		r.as.Store(nil)
+		return nil
+	}
+	ep, err := b.ParseEndpoint(to)
+	if err != nil {
+		return err
+	}
+	r.as.Store(&endpointBox{ep: ep})
+	return nil
+}
+
+type endpointBox struct{ ep conn.Endpoint }
+
 type relayEndpoint struct {
 	id string
 	c  net.Conn
+	as atomic.Pointer[endpointBox]
 }
 
 func (e *relayEndpoint) ClearSrc()           {}

@@ -320,7 +320,7 @@ func serviceCmd(g *globals) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return daemon.New(g.configPath(), version.Version, log).Serve(ctx, g.daemonAddr)
+			return daemon.New(g.configPath(), version.Version, log, daemon.Options{ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true"}).Serve(ctx, g.daemonAddr)
 		}}
 	cmd.AddCommand(run)
 	return cmd

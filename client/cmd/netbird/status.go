@@ -92,6 +92,13 @@ func toJSON(r *daemonpb.StatusResponse) jsonStatus {
 		FQDN: fs.GetLocalPeerState().GetFqdn(), Networks: []string{}, DNSServers: []string{}, ProfileName: "default",
 		Peers: jsonPeers{Details: []jsonPeer{}},
 	}
+	for _, r := range fs.GetRelays() {
+		out.Relays.Total++
+		if r.GetAvailable() {
+			out.Relays.Available++
+		}
+		out.Relays.Details = append(out.Relays.Details, jsonRelay{URI: r.GetURI(), Available: r.GetAvailable(), Error: r.GetError()})
+	}
 	for _, p := range fs.GetPeers() {
 		ct := "-"
 		if p.GetConnStatus() == daemon.StatusConnected {
