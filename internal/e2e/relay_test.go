@@ -74,3 +74,58 @@ func TestRelayFirst(t *testing.T) {
 		t.Errorf("P2P pair still reports relay %q", r)
 	}
 }
+
+// TestRelayFallback: when the direct path of a P2P pair breaks, traffic
+// moves to the relay within seconds without user action, and the pair
+// returns to P2P once the direct path works again.
+func TestRelayFallback(t *testing.T) {
+	m := NewMesh(t)
+	a, b := m.Agent("a", netlab.Home), m.Agent("b", netlab.Home)
+	m.Up(a)
+	m.Up(b)
+	ipA, ipB := IPOf(m.Status(a)), IPOf(m.Status(b))
+	deadline := time.Now().Add(15 * time.Second)
+	for m.ConnType(a, ipB) != "P2P" || m.ConnType(b, ipA) != "P2P" {
+		if time.Now().After(deadline) {
+			t.Fatal("the pair never went P2P")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Block UDP between the two routers' WAN addresses (site a is
+	// 10.200.0.11, site b 10.200.0.12); the relay runs over TCP to the server.
+	rule := func(op string) {
+		for _, dir := range []string{"-d", "-s"} {
+			if out, err := m.Lab.Exec(m.Lab.NS("ar"), "iptables", op, "FORWARD", "-p", "udp", dir, "10.200.0.12", "-j", "DROP"); err != nil {
+				t.Fatalf("iptables %s: %v %s", op, err, out)
+			}
+		}
+	}
+	rule("-I")
+	cut := time.Now()
+	time.Sleep(300 * time.Millisecond)
+	if _, ok := m.WaitPing(a, ipB, 15*time.Second); !ok {
+		t.Fatalf("no traffic 15 s after the direct path broke: a sees b as %s", m.ConnType(a, ipB))
+	}
+	t.Logf("traffic flows again %v after the direct path broke (%s, relay %s)", time.Since(cut).Round(time.Millisecond), m.ConnType(a, ipB), m.relayOf(a, ipB))
+	if r := m.relayOf(a, ipB); !strings.HasPrefix(r, "rel://") {
+		t.Errorf("after the break a -> b is not on the relay (%q, %s)", r, m.ConnType(a, ipB))
+	}
+	for range 20 {
+		if !m.Ping(a, ipB) {
+			t.Fatal("the relayed path dropped pings")
+		}
+	}
+	rule("-D")
+	healed := time.Now()
+	deadline = time.Now().Add(60 * time.Second)
+	for m.ConnType(a, ipB) != "P2P" || m.ConnType(b, ipA) != "P2P" {
+		if time.Now().After(deadline) {
+			t.Fatalf("not back to P2P 60 s after the direct path returned: a sees b %s, b sees a %s", m.ConnType(a, ipB), m.ConnType(b, ipA))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("back to P2P %v after the direct path returned", time.Since(healed).Round(time.Millisecond))
+	if !m.Ping(a, ipB) {
+		t.Fatal("no traffic after returning to P2P")
+	}
+}
