@@ -178,9 +178,9 @@ func (c *Client) write(msg []byte) error {
 		return ErrClosed
 	default:
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.c.WriteMessage(ctx, msg); err != nil {
+	// No per-datagram context: a hung connection is caught by the health
+	// watchdog (the server's checks stop arriving).
+	if err := c.c.WriteMessage(context.Background(), msg); err != nil {
 		c.fail(err)
 		return err
 	}

@@ -50,6 +50,7 @@ var ErrTextMessage = errors.New("relay: text WebSocket message")
 type wsConn struct {
 	c      *websocket.Conn
 	remote string
+	buf    []byte // read scratch, owned by the single reader
 }
 
 // AcceptWS upgrades an HTTP request: any Origin, no subprotocol, no
@@ -63,15 +64,34 @@ func AcceptWS(w http.ResponseWriter, r *http.Request) (Conn, error) {
 	return &wsConn{c: c, remote: r.RemoteAddr}, nil
 }
 
+// ReadMessage reads into a scratch buffer and returns an exact-size copy:
+// one allocation per message instead of a growing read-all.
 func (w *wsConn) ReadMessage(ctx context.Context) ([]byte, error) {
-	t, b, err := w.c.Read(ctx)
+	t, r, err := w.c.Reader(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if t != websocket.MessageBinary {
 		return nil, ErrTextMessage
 	}
-	return b, nil
+	if w.buf == nil {
+		w.buf = make([]byte, relaywire.MaxMessageSize+1)
+	}
+	n := 0
+	for {
+		m, err := r.Read(w.buf[n:])
+		n += m
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == len(w.buf) {
+			return nil, fmt.Errorf("%w: over %d bytes", relaywire.ErrLong, relaywire.MaxMessageSize)
+		}
+	}
+	return append([]byte(nil), w.buf[:n]...), nil
 }
 
 func (w *wsConn) WriteMessage(ctx context.Context, msg []byte) error {

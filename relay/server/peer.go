@@ -22,7 +22,8 @@ type peer struct {
 	done     chan struct{}
 	stopOnce sync.Once
 
-	acked atomic.Bool // a health-check echo arrived since the last liveness tick
+	acked   atomic.Bool  // a health-check echo arrived since the last liveness tick
+	writing atomic.Int64 // unix nanos when the current write began, 0 when idle
 
 	// subs are the IDs this peer subscribed to; guarded by s.mu, nil once
 	// the peer is leaving.
@@ -88,10 +89,14 @@ func (p *peer) run() {
 	wg.Wait()
 }
 
+// write sends one message. It carries no per-write context (a timer per
+// datagram costs more than the forwarding); the health loop enforces the
+// write timeout instead, closing a peer whose write has hung.
 func (p *peer) write(msg []byte) bool {
-	ctx, cancel := context.WithTimeout(p.s.ctx, p.s.o.WriteTimeout)
-	defer cancel()
-	if err := p.c.WriteMessage(ctx, msg); err != nil {
+	p.writing.Store(p.s.o.Now().UnixNano())
+	err := p.c.WriteMessage(context.Background(), msg)
+	p.writing.Store(0)
+	if err != nil {
 		p.s.log.Debug("relay write", "peer", p.id, "err", err)
 		return false
 	}
@@ -134,10 +139,18 @@ func (p *peer) healthLoop() {
 	defer send.Stop()
 	check := time.NewTicker(window)
 	defer check.Stop()
+	stuck := time.NewTicker(min(p.s.o.WriteTimeout/4, time.Second))
+	defer stuck.Stop()
 	for {
 		select {
 		case <-p.done:
 			return
+		case <-stuck.C:
+			if w := p.writing.Load(); w != 0 && p.s.o.Now().Sub(time.Unix(0, w)) > p.s.o.WriteTimeout {
+				p.s.log.Info("relay write to peer hung, dropping it", "peer", p.id)
+				p.stop()
+				return
+			}
 		case <-send.C:
 			if !p.enqueue(relaywire.Simple(relaywire.TypeHealthCheck), true) {
 				return
