@@ -14,6 +14,12 @@ unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$') 2>/dev/null 
 [ -z "$unformatted" ] || { echo "not gofmt-formatted:"; echo "$unformatted"; exit 1; }
 echo "== go vet"
 go vet ./...
+echo "== cross-compile the agent and servers"
+for target in linux/amd64 linux/arm64 darwin/arm64 windows/amd64; do
+  GOOS=${target%/*} GOARCH=${target#*/} go build -o /dev/null ./client/cmd/netbird
+  GOOS=${target%/*} GOARCH=${target#*/} go build ./client/...
+done
+GOOS=linux GOARCH=arm64 go build -o /dev/null ./cmd/netbird-server ./relay/cmd/netbird-relay ./management/cmd/netbird-mgmt ./signal/cmd/netbird-signal
 echo "== go test -race"
 go test -race -timeout 20m -count=1 ./...
 echo "== fuzz (short runs of every fuzz target)"

@@ -37,30 +37,56 @@ const (
 // Server is the daemon.
 type Server struct {
 	daemonpb.UnimplementedDaemonServiceServer
-	configPath string
+	profiles   state.Profiles
+	fixed      string // --config: one profile at this path, no profile switching
 	version    string
 	log        *slog.Logger
 	forceRelay bool
 
+	// op serializes what changes the session (login, up, down, switch),
+	// so a switch never races another.
+	op sync.Mutex
+
 	mu         sync.Mutex
 	eng        *engine.Engine
+	engProfile string
+	engConfig  state.Config
 	needsLogin bool
 	lastErr    string
 }
 
 // Options are the daemon's settings beyond the profile.
 type Options struct {
+	// StateDir holds the profiles (NB_STATE_DIR).
+	StateDir string
+	// ConfigPath, when set, pins a single profile file (--config).
+	ConfigPath string
 	// ForceRelay disables ICE (NB_FORCE_RELAY=true).
 	ForceRelay bool
 }
 
-// New returns a daemon using the profile at configPath.
-func New(configPath, version string, log *slog.Logger, o Options) *Server {
-	return &Server{configPath: configPath, version: version, log: log, forceRelay: o.ForceRelay}
+// New returns a daemon.
+func New(version string, log *slog.Logger, o Options) *Server {
+	return &Server{profiles: state.Profiles{Dir: o.StateDir}, fixed: o.ConfigPath, version: version, log: log, forceRelay: o.ForceRelay}
 }
 
-// Serve listens on addr ("unix:///path") until ctx ends. If the profile
-// says the agent was up, it comes up again.
+// active is the selected profile.
+func (s *Server) active() string {
+	if s.fixed != "" {
+		return state.DefaultProfile
+	}
+	return s.profiles.Active()
+}
+
+func (s *Server) path(profile string) string {
+	if s.fixed != "" {
+		return s.fixed
+	}
+	return s.profiles.Path(profile)
+}
+
+// Serve listens on addr ("unix:///path") until ctx ends. If the active
+// profile was up when the daemon last ran, it comes up again.
 func (s *Server) Serve(ctx context.Context, addr string) error {
 	path, ok := strings.CutPrefix(addr, "unix://")
 	if !ok {
@@ -84,14 +110,46 @@ func (s *Server) Serve(ctx context.Context, addr string) error {
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(ln) }()
 	s.log.Info("daemon listening", "addr", addr)
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); s.resume(rctx) }()
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
+	cancel()
+	wg.Wait()
 	g.Stop()
 	s.stop()
 	_ = os.Remove(path)
 	return err
+}
+
+// resume brings the active profile up if it was up, retrying while the
+// server is unreachable (a machine booting before its network).
+func (s *Server) resume(ctx context.Context) {
+	cfg, err := state.Load(s.path(s.active()))
+	if err != nil || !cfg.Up || cfg.ManagementURL == "" {
+		return
+	}
+	backoff := time.Second
+	for {
+		_, err := s.Up(ctx, &daemonpb.UpRequest{})
+		if err == nil || status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.FailedPrecondition {
+			if err != nil {
+				s.log.Warn("could not resume the connection", "err", err)
+			}
+			return
+		}
+		s.log.Info("resume: management not reachable yet", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 30*time.Second)
+	}
 }
 
 func (s *Server) stop() {
@@ -104,9 +162,27 @@ func (s *Server) stop() {
 	}
 }
 
-// Login stores the options and registers the peer with the setup key.
+func (s *Server) setNeedsLogin(err error) {
+	s.mu.Lock()
+	s.needsLogin, s.lastErr = true, err.Error()
+	s.mu.Unlock()
+}
+
+// Login stores the options and registers the peer with the setup key. It
+// checks the server (reachable, same identity as pinned, accepts us)
+// before it changes anything, so a bad URL or key leaves the working
+// profile and the running session as they were.
 func (s *Server) Login(ctx context.Context, req *daemonpb.LoginRequest) (*daemonpb.LoginResponse, error) {
-	cfg, err := state.Load(s.configPath)
+	s.op.Lock()
+	defer s.op.Unlock()
+	name := s.active()
+	if req.ProfileName != nil && req.GetProfileName() != "" && s.fixed == "" {
+		if !s.profiles.Exists(req.GetProfileName()) {
+			return nil, status.Errorf(codes.NotFound, "no profile %q (create it with: netbird profile add %s)", req.GetProfileName(), req.GetProfileName())
+		}
+		name = req.GetProfileName()
+	}
+	cfg, err := state.Load(s.path(name))
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
@@ -136,17 +212,24 @@ func (s *Server) Login(ctx context.Context, req *daemonpb.LoginRequest) (*daemon
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if err := state.Save(s.configPath, cfg); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if err := s.checkIdentity(lctx, &cfg, t, req.GetTrustNewServerKey()); err != nil {
+		return nil, err
+	}
 	if _, err := engine.Login(lctx, t, cfg.Key(), req.GetSetupKey(), cfg.Hostname, s.version, s.log); err != nil {
 		if errors.Is(err, mgmtclient.ErrNeedsLogin) || errors.Is(err, mgmtclient.ErrBadSetupKey) {
-			s.setNeedsLogin(err)
 			return nil, status.Error(codes.PermissionDenied, err.Error())
 		}
 		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	if err := state.Save(s.path(name), cfg); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if name != s.active() {
+		if err := s.profiles.SetActive(name); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
 	}
 	s.mu.Lock()
 	s.needsLogin, s.lastErr = false, ""
@@ -154,30 +237,98 @@ func (s *Server) Login(ctx context.Context, req *daemonpb.LoginRequest) (*daemon
 	return &daemonpb.LoginResponse{}, nil
 }
 
-func (s *Server) setNeedsLogin(err error) {
-	s.mu.Lock()
-	s.needsLogin, s.lastErr = true, err.Error()
-	s.mu.Unlock()
+// checkIdentity asks the server for its key and compares it with the key
+// pinned for that URL at the first login (trust on first use). It pins
+// the key into cfg (saved by the caller) when there was none.
+func (s *Server) checkIdentity(ctx context.Context, cfg *state.Config, t mgmtclient.Target, trustNew bool) error {
+	sk, err := engine.ServerKey(ctx, t, cfg.Key(), s.log)
+	if err != nil {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	pinned := cfg.ServerKeys[t.URL]
+	if pinned != "" && pinned != sk.String() && !trustNew {
+		return status.Errorf(codes.FailedPrecondition,
+			"the management server at %s presents another identity than at first login (server key %s, was %s); nothing was changed. "+
+				"If it was reinstalled on purpose, run: netbird up --management-url %s --trust-new-server-key", t.URL, sk, pinned, t.URL)
+	}
+	if cfg.ServerKeys == nil {
+		cfg.ServerKeys = map[string]string{}
+	}
+	cfg.ServerKeys[t.URL] = sk.String()
+	return nil
 }
 
-// Up starts the engine with the stored profile.
-func (s *Server) Up(ctx context.Context, _ *daemonpb.UpRequest) (*daemonpb.UpResponse, error) {
-	s.mu.Lock()
-	running := s.eng != nil
-	s.mu.Unlock()
-	if running {
-		return &daemonpb.UpResponse{}, nil
+// sameSession reports whether the running engine already serves cfg.
+func sameSession(a, b state.Config) bool {
+	return a.ManagementURL == b.ManagementURL && a.PrivateKey == b.PrivateKey && a.InterfaceName == b.InterfaceName &&
+		a.WireguardPort == b.WireguardPort && a.MTU == b.MTU && a.Hostname == b.Hostname
+}
+
+// Up connects the active profile. If another session runs (another
+// server, profile or interface), it is torn down and the new one started
+// in its place, in this process: the switch happens live.
+func (s *Server) Up(ctx context.Context, req *daemonpb.UpRequest) (*daemonpb.UpResponse, error) {
+	s.op.Lock()
+	defer s.op.Unlock()
+	name := s.active()
+	if req.GetProfileName() != "" && s.fixed == "" && req.GetProfileName() != name {
+		if err := s.profiles.SetActive(req.GetProfileName()); err != nil {
+			return nil, status.Error(codes.NotFound, err.Error())
+		}
+		name = req.GetProfileName()
 	}
-	cfg, err := state.Load(s.configPath)
+	return &daemonpb.UpResponse{}, s.up(ctx, name)
+}
+
+// up starts profile name, replacing a different running session. s.op held.
+func (s *Server) up(ctx context.Context, name string) error {
+	cfg, err := state.Load(s.path(name))
 	if err != nil {
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
+		return status.Error(codes.FailedPrecondition, err.Error())
 	}
 	t, err := mgmtclient.ParseURL(cfg.ManagementURL)
 	if err != nil {
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
+		return status.Error(codes.FailedPrecondition, err.Error()+" (run: netbird up --management-url URL --setup-key KEY)")
 	}
+	s.mu.Lock()
+	old, oldProfile, oldCfg := s.eng, s.engProfile, s.engConfig
+	s.mu.Unlock()
+	if old != nil && oldProfile == name && sameSession(oldCfg, cfg) {
+		return nil
+	}
+	// Check the new server before touching the running session.
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = s.checkIdentity(ictx, &cfg, t, false)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if old != nil {
+		s.log.Info("switching session", "from_profile", oldProfile, "from", oldCfg.ManagementURL, "to_profile", name, "to", cfg.ManagementURL)
+		s.stop()
+	}
+	if err := s.start(ctx, name, cfg, t); err != nil {
+		if old != nil {
+			// Put the working session back rather than leave the machine offline.
+			if ot, perr := mgmtclient.ParseURL(oldCfg.ManagementURL); perr == nil {
+				if rerr := s.start(ctx, oldProfile, oldCfg, ot); rerr != nil {
+					s.log.Error("could not restore the previous session", "err", rerr)
+				}
+			}
+		}
+		return err
+	}
+	cfg.Up = true
+	if err := state.Save(s.path(name), cfg); err != nil {
+		s.log.Warn("save profile", "err", err)
+	}
+	return nil
+}
+
+// start runs an engine for cfg. s.op held, no engine running.
+func (s *Server) start(ctx context.Context, name string, cfg state.Config, t mgmtclient.Target) error {
 	var eng *engine.Engine
-	eng, err = engine.Start(ctx, engine.Options{
+	eng, err := engine.Start(ctx, engine.Options{
 		Management: t, Private: cfg.Key(), Hostname: cfg.Hostname, Interface: cfg.InterfaceName,
 		WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: s.version, Log: s.log,
 		ForceRelay: s.forceRelay,
@@ -197,29 +348,32 @@ func (s *Server) Up(ctx context.Context, _ *daemonpb.UpRequest) (*daemonpb.UpRes
 	if err != nil {
 		if engine.IsPermanent(err) {
 			s.setNeedsLogin(err)
-			return nil, status.Error(codes.PermissionDenied, err.Error())
+			return status.Error(codes.PermissionDenied, err.Error())
 		}
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return status.Error(codes.Unavailable, err.Error())
 	}
 	s.mu.Lock()
-	if s.eng != nil { // a concurrent Up won
-		s.mu.Unlock()
-		eng.Stop()
-		return &daemonpb.UpResponse{}, nil
-	}
-	s.eng, s.needsLogin, s.lastErr = eng, false, ""
+	s.eng, s.engProfile, s.engConfig, s.needsLogin, s.lastErr = eng, name, cfg, false, ""
 	s.mu.Unlock()
-	return &daemonpb.UpResponse{}, nil
+	return nil
 }
 
 // Down stops the engine and removes the interface.
 func (s *Server) Down(context.Context, *daemonpb.DownRequest) (*daemonpb.DownResponse, error) {
+	s.op.Lock()
+	defer s.op.Unlock()
 	s.stop()
+	if cfg, err := state.Load(s.path(s.active())); err == nil && cfg.Up {
+		cfg.Up = false
+		_ = state.Save(s.path(s.active()), cfg)
+	}
 	return &daemonpb.DownResponse{}, nil
 }
 
 // Logout deregisters the peer and stops.
 func (s *Server) Logout(ctx context.Context, _ *daemonpb.LogoutRequest) (*daemonpb.LogoutResponse, error) {
+	s.op.Lock()
+	defer s.op.Unlock()
 	s.mu.Lock()
 	e := s.eng
 	s.mu.Unlock()
@@ -230,26 +384,34 @@ func (s *Server) Logout(ctx context.Context, _ *daemonpb.LogoutRequest) (*daemon
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
 	s.stop()
+	if cfg, err := state.Load(s.path(s.active())); err == nil {
+		cfg.Up = false
+		_ = state.Save(s.path(s.active()), cfg)
+	}
 	s.setNeedsLogin(errors.New("logged out"))
 	return &daemonpb.LogoutResponse{}, nil
 }
 
 // GetConfig reports the stored profile.
 func (s *Server) GetConfig(context.Context, *daemonpb.GetConfigRequest) (*daemonpb.GetConfigResponse, error) {
-	cfg, err := state.Load(s.configPath)
+	p := s.path(s.active())
+	cfg, err := state.Load(p)
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
-	return &daemonpb.GetConfigResponse{ManagementUrl: cfg.ManagementURL, ConfigFile: s.configPath,
+	return &daemonpb.GetConfigResponse{ManagementUrl: cfg.ManagementURL, ConfigFile: p,
 		InterfaceName: cfg.InterfaceName, WireguardPort: int64(cfg.WireguardPort), Hostname: cfg.Hostname}, nil
 }
 
 // Status reports the engine state.
 func (s *Server) Status(context.Context, *daemonpb.StatusRequest) (*daemonpb.StatusResponse, error) {
 	s.mu.Lock()
-	e, needsLogin, lastErr := s.eng, s.needsLogin, s.lastErr
+	e, needsLogin, lastErr, prof := s.eng, s.needsLogin, s.lastErr, s.engProfile
 	s.mu.Unlock()
-	resp := &daemonpb.StatusResponse{DaemonVersion: s.version, FullStatus: &daemonpb.FullStatus{}}
+	if e == nil {
+		prof = s.active()
+	}
+	resp := &daemonpb.StatusResponse{DaemonVersion: s.version, FullStatus: &daemonpb.FullStatus{}, ProfileName: prof}
 	switch {
 	case e == nil && needsLogin:
 		resp.Status = StatusNeedsLogin
@@ -257,7 +419,7 @@ func (s *Server) Status(context.Context, *daemonpb.StatusRequest) (*daemonpb.Sta
 		return resp, nil
 	case e == nil:
 		resp.Status = StatusIdle
-		if cfg, err := state.Load(s.configPath); err == nil {
+		if cfg, err := state.Load(s.path(prof)); err == nil {
 			resp.FullStatus.ManagementState = &daemonpb.ManagementState{URL: cfg.ManagementURL}
 		}
 		return resp, nil
@@ -267,6 +429,7 @@ func (s *Server) Status(context.Context, *daemonpb.StatusRequest) (*daemonpb.Sta
 	if st.MgmtConnected {
 		resp.Status = StatusConnected
 	}
+	resp.ServerVersion = st.ServerVersion
 	resp.FullStatus = statusProto(st)
 	return resp, nil
 }

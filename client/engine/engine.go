@@ -99,6 +99,17 @@ func Login(ctx context.Context, t mgmtclient.Target, priv key.Private, setupKey,
 	return c.Login(ctx, setupKey, Meta(hostname, version))
 }
 
+// ServerKey asks the management server at t for its key (its identity),
+// without logging in.
+func ServerKey(ctx context.Context, t mgmtclient.Target, priv key.Private, log *slog.Logger) (key.Public, error) {
+	c, err := mgmtclient.Dial(t, priv, log)
+	if err != nil {
+		return key.Public{}, err
+	}
+	defer c.Close()
+	return c.ServerKey(ctx)
+}
+
 // Start logs in, creates the interface and starts following the map.
 func Start(ctx context.Context, o Options) (*Engine, error) {
 	meta := Meta(o.Hostname, o.Version)
@@ -378,6 +389,7 @@ type Status struct {
 	WGPort        int
 	PublicKey     key.Public
 	Management    string
+	ServerVersion string
 	MgmtConnected bool
 	MgmtError     string
 	Signal        string
@@ -395,7 +407,7 @@ func (e *Engine) Status() Status {
 	defer e.mu.Unlock()
 	st := Status{
 		Address: e.addr, FQDN: e.fqdn, Interface: e.dev.Name(), WGPort: e.dev.Port(), PublicKey: e.o.Private.Public(),
-		Management: e.mgmt.URL(), MgmtConnected: e.mgmt.Connected(), MgmtError: e.mgmt.LastError(),
+		Management: e.mgmt.URL(), ServerVersion: e.mgmt.ServerVersion(), MgmtConnected: e.mgmt.Connected(), MgmtError: e.mgmt.LastError(),
 		Signal: e.sig.Addr, SignalConn: e.sig.Connected(), SignalError: e.sig.LastError(),
 		Relays: e.relays.States(),
 	}

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -74,9 +75,14 @@ type Client struct {
 	api  mgmtpb.ManagementServiceClient
 	log  *slog.Logger
 
-	connected atomic.Bool
-	lastErr   atomic.Value
+	connected     atomic.Bool
+	lastErr       atomic.Value
+	serverKey     atomic.Value // key.Public
+	serverVersion atomic.Value // string
 }
+
+// versionHeader is where our management server names its version.
+const versionHeader = "x-wiremesh-server-version"
 
 // Dial prepares a connection (gRPC connects lazily).
 func Dial(t Target, priv key.Private, log *slog.Logger) (*Client, error) {
@@ -109,15 +115,35 @@ func (c *Client) LastError() string {
 }
 
 func (c *Client) shared(ctx context.Context) (*envelope.Shared, error) {
-	r, err := c.api.GetServerKey(ctx, &mgmtpb.Empty{})
+	sk, err := c.ServerKey(ctx)
 	if err != nil {
-		return nil, c.explain(err)
+		return nil, err
+	}
+	return envelope.NewShared(c.priv, sk), nil
+}
+
+// ServerKey asks the server for its WireGuard key (its identity).
+func (c *Client) ServerKey(ctx context.Context) (key.Public, error) {
+	var md metadata.MD
+	r, err := c.api.GetServerKey(ctx, &mgmtpb.Empty{}, grpc.Header(&md))
+	if err != nil {
+		return key.Public{}, c.explain(err)
 	}
 	sk, err := key.ParsePublic(r.GetKey())
 	if err != nil {
-		return nil, fmt.Errorf("management server sent an invalid key: %w", err)
+		return key.Public{}, fmt.Errorf("management server sent an invalid key: %w", err)
 	}
-	return envelope.NewShared(c.priv, sk), nil
+	c.serverKey.Store(sk)
+	if v := md.Get(versionHeader); len(v) > 0 {
+		c.serverVersion.Store(v[0])
+	}
+	return sk, nil
+}
+
+// ServerVersion is the version the server reported ("" if unknown).
+func (c *Client) ServerVersion() string {
+	v, _ := c.serverVersion.Load().(string)
+	return v
 }
 
 func (c *Client) explain(err error) error {

@@ -36,6 +36,12 @@ type Config struct {
 	WireguardPort int    `json:"wireguard_port,omitempty"`
 	MTU           int    `json:"mtu,omitempty"`
 	DisableDNS    bool   `json:"disable_dns,omitempty"`
+	// ServerKeys pins each management server's key (by URL) at first
+	// login, so a server that later presents another identity is noticed.
+	ServerKeys map[string]string `json:"server_keys,omitempty"`
+	// Up records that the profile was connected, so the daemon brings it
+	// up again after a restart.
+	Up bool `json:"up,omitempty"`
 }
 
 // Defaults of the official client.

@@ -3,6 +3,7 @@ package state
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -29,5 +30,47 @@ func TestLoadCreatesAndKeepsIdentity(t *testing.T) {
 	}
 	if _, err := Load(p); err == nil {
 		t.Fatal("corrupt config accepted")
+	}
+}
+
+func TestProfiles(t *testing.T) {
+	p := Profiles{Dir: t.TempDir()}
+	if p.Active() != DefaultProfile {
+		t.Fatalf("active %q", p.Active())
+	}
+	if err := p.Add("work"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Add("work"); err == nil {
+		t.Fatal("added twice")
+	}
+	for _, bad := range []string{"", "../x", "a/b", ".hidden", strings.Repeat("x", 65)} {
+		if err := p.Add(bad); err == nil {
+			t.Errorf("bad name %q accepted", bad)
+		}
+	}
+	def, _ := Load(p.Path(DefaultProfile))
+	work, _ := Load(p.Path("work"))
+	if def.PrivateKey == work.PrivateKey {
+		t.Fatal("profiles share a key")
+	}
+	if err := p.SetActive("nope"); err == nil {
+		t.Fatal("selected a missing profile")
+	}
+	if err := p.SetActive("work"); err != nil || p.Active() != "work" {
+		t.Fatalf("select: %v %q", err, p.Active())
+	}
+	if err := p.Remove("work"); err == nil {
+		t.Fatal("removed the active profile")
+	}
+	if err := p.Remove(DefaultProfile); err == nil {
+		t.Fatal("removed the default profile")
+	}
+	if got := p.List(); len(got) != 2 || got[0] != DefaultProfile || got[1] != "work" {
+		t.Fatalf("list %v", got)
+	}
+	_ = p.SetActive(DefaultProfile)
+	if err := p.Remove("work"); err != nil || p.Exists("work") {
+		t.Fatalf("remove: %v", err)
 	}
 }

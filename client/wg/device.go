@@ -39,7 +39,7 @@ func New(c Config, log *slog.Logger) (*Device, error) {
 		c.MTU = 1280
 	}
 	bind := NewBind(log)
-	t, err := tun.CreateTUN(c.Name, c.MTU)
+	t, err := tun.CreateTUN(tunName(c.Name), c.MTU)
 	if err != nil {
 		return nil, fmt.Errorf("create TUN interface %s: %w (the agent needs root or CAP_NET_ADMIN and /dev/net/tun)", c.Name, err)
 	}

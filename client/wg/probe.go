@@ -8,8 +8,6 @@ import (
 	"reflect"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/wiremesh/wiremesh/internal/key"
 )
 
@@ -67,32 +65,11 @@ func (b *Bind) SendProbe(to netip.AddrPort, body []byte, ttl int) error {
 	if sock == nil {
 		return ErrNoTTL
 	}
-	raw, err := sock.SyscallConn()
-	if err != nil {
-		return err
-	}
 	a4 := to.Addr().Unmap()
 	if !a4.Is4() {
 		return fmt.Errorf("probe to %s: IPv4 only", to)
 	}
-	sa := &unix.SockaddrInet4{Port: int(to.Port()), Addr: a4.As4()}
-	var oob []byte
-	if ttl > 0 {
-		oob = make([]byte, unix.CmsgSpace(4))
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		h.Level, h.Type = unix.IPPROTO_IP, unix.IP_TTL
-		h.SetLen(unix.CmsgLen(4))
-		*(*int32)(unsafe.Pointer(&oob[unix.CmsgLen(0)])) = int32(ttl)
-	}
-	var sendErr error
-	werr := raw.Write(func(fd uintptr) bool {
-		_, sendErr = unix.SendmsgN(int(fd), pkt, oob, sa, 0)
-		return sendErr != unix.EAGAIN
-	})
-	if werr != nil {
-		return werr
-	}
-	return sendErr
+	return sendWithTTL(sock, pkt, netip.AddrPortFrom(a4, to.Port()), ttl)
 }
 
 // ipv4Socket returns the IPv4 socket inside wireguard-go's standard bind.

@@ -28,9 +28,10 @@ type Agent struct {
 
 // StatusJSON is the part of status --json the tests read.
 type StatusJSON struct {
-	NetbirdIP string `json:"netbirdIp"`
-	PublicKey string `json:"publicKey"`
-	Peers     struct {
+	NetbirdIP   string `json:"netbirdIp"`
+	PublicKey   string `json:"publicKey"`
+	ProfileName string `json:"profileName"`
+	Peers       struct {
 		Total, Connected int
 		Details          []struct {
 			NetbirdIP        string                         `json:"netbirdIp"`
@@ -39,8 +40,11 @@ type StatusJSON struct {
 			IceCandidateType struct{ Local, Remote string } `json:"iceCandidateType"`
 		} `json:"details"`
 	} `json:"peers"`
-	Management struct{ Connected bool } `json:"management"`
-	Signal     struct{ Connected bool } `json:"signal"`
+	Management struct {
+		URL       string `json:"url"`
+		Connected bool   `json:"connected"`
+	} `json:"management"`
+	Signal struct{ Connected bool } `json:"signal"`
 }
 
 // Mesh is a lab with netbird-server on the public segment and a reusable setup key.
@@ -213,4 +217,41 @@ func (m *Mesh) ConnType(a *Agent, peerIP string) string {
 		}
 	}
 	return "absent"
+}
+
+// Server is an extra netbird-server on the public segment (another
+// management to switch to).
+type Server struct {
+	URL, Key, DataDir string
+	Proc              *proctest.Proc
+	port, stunPort    int
+}
+
+// ExtraServer starts another netbird-server on the public segment.
+func (m *Mesh) ExtraServer(port, stunPort int) *Server {
+	s := &Server{DataDir: m.t.TempDir(), port: port, stunPort: stunPort, URL: fmt.Sprintf("http://%s:%d", netlab.PubAddr, port)}
+	m.RestartExtra(s)
+	out, err := proctest.Run(m.t, "netbird-server", "admin", "--datadir", s.DataDir, "setup-keys", "create", "--reusable")
+	if err != nil {
+		m.t.Fatalf("create key: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	s.Key = lines[len(lines)-1]
+	return s
+}
+
+// RestartExtra (re)starts an extra server on its data directory.
+func (m *Mesh) RestartExtra(s *Server) {
+	s.Proc = proctest.StartCmd(m.t, m.Lab.Cmd(m.Lab.NS("pub"), proctest.Binary(m.t, "netbird-server"), "--datadir", s.DataDir,
+		"--listen", fmt.Sprintf("%s:%d", netlab.PubAddr, s.port), "--stun-port", fmt.Sprint(s.stunPort), "--public-address", netlab.PubAddr), nil)
+	s.Proc.Wait(m.t, regexp.MustCompile(`setup-keys create`), 20*time.Second)
+}
+
+// UpAt runs netbird up against another server (extra arguments appended).
+func (m *Mesh) UpAt(a *Agent, url, setupKey string, extra ...string) (string, error) {
+	args := append([]string{"up", "-m", url, "-n", a.Name, "--interface-name", a.Iface}, extra...)
+	if setupKey != "" {
+		args = append(args, "-k", setupKey)
+	}
+	return m.CLI(a, args...)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/envelope"
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/internal/relaywire"
+	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/networkmap"
 	"github.com/wiremesh/wiremesh/management/peers"
@@ -40,6 +41,10 @@ type Endpoints struct {
 	TURNs     []string // turn:host:port?transport=udp
 	Relays    []string // rel://host:port or rels://host:port
 }
+
+// VersionHeader is the response header of GetServerKey that carries the
+// server's version.
+const VersionHeader = "x-wiremesh-server-version"
 
 // RelayAuth signs the tokens for the relays.
 type RelayAuth struct {
@@ -133,7 +138,10 @@ func (s *Server) seal(sh *envelope.Shared, m proto.Message) (*mgmtpb.EncryptedMe
 }
 
 // GetServerKey returns the key clients seal their requests with.
-func (s *Server) GetServerKey(context.Context, *mgmtpb.Empty) (*mgmtpb.ServerKeyResponse, error) {
+func (s *Server) GetServerKey(ctx context.Context, _ *mgmtpb.Empty) (*mgmtpb.ServerKeyResponse, error) {
+	// Our agent shows the server's version in `netbird status`; other
+	// clients ignore the header.
+	_ = grpc.SetHeader(ctx, metadata.Pairs(VersionHeader, version.Version))
 	return &mgmtpb.ServerKeyResponse{Key: s.pub.String(), ExpiresAt: timestamppb.New(s.o.Now().Add(24 * time.Hour))}, nil
 }
 

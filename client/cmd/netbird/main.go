@@ -42,7 +42,8 @@ func (g *globals) configPath() string {
 	if g.config != "" {
 		return g.config
 	}
-	return state.DefaultPath()
+	p := state.Profiles{Dir: state.Dir()}
+	return p.Path(p.Active())
 }
 
 func root() *cobra.Command {
@@ -64,7 +65,7 @@ func root() *cobra.Command {
 	pf.StringVar(&g.psk, "preshared-key", "", "WireGuard pre-shared key (not supported yet; must be empty)")
 	pf.StringVarP(&g.hostname, "hostname", "n", "", "peer name (default: the machine's hostname)")
 	pf.StringVarP(&g.config, "config", "c", "", "profile config file (default: $NB_STATE_DIR/config.json)")
-	cmd.AddCommand(upCmd(g), downCmd(g), statusCmd(g), versionCmd(), serviceCmd(g), loginCmd(g), logoutCmd(g, "logout"), logoutCmd(g, "deregister"))
+	cmd.AddCommand(upCmd(g), downCmd(g), statusCmd(g), versionCmd(), serviceCmd(g), loginCmd(g), logoutCmd(g, "logout"), logoutCmd(g, "deregister"), profileCmd(g))
 	return cmd
 }
 
@@ -110,10 +111,10 @@ func plain(err error) error {
 }
 
 type upFlags struct {
-	foreground, noBrowser, disableDNS, disableFirewall, allowSSH bool
-	iface, profile                                               string
-	port, mtu                                                    int
-	dnsLabels                                                    []string
+	foreground, noBrowser, disableDNS, disableFirewall, allowSSH, trustNewKey bool
+	iface, profile                                                            string
+	port, mtu                                                                 int
+	dnsLabels                                                                 []string
 }
 
 func upCmd(g *globals) *cobra.Command {
@@ -129,7 +130,8 @@ func upCmd(g *globals) *cobra.Command {
 	fl.BoolVar(&f.disableFirewall, "disable-firewall", false, "do not install the peer firewall (accepted)")
 	fl.BoolVar(&f.allowSSH, "allow-server-ssh", false, "allow SSH to this machine (accepted)")
 	fl.StringSliceVar(&f.dnsLabels, "extra-dns-labels", nil, "extra DNS labels (accepted)")
-	fl.StringVar(&f.profile, "profile", "", "profile name (accepted; one profile per state directory)")
+	fl.StringVar(&f.profile, "profile", "", "profile to connect (selects it; see netbird profile list)")
+	fl.BoolVar(&f.trustNewKey, "trust-new-server-key", false, "accept a management server whose identity changed since the first login (after a deliberate reinstall)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if g.psk != "" {
 			return errors.New("--preshared-key is not supported yet")
@@ -157,7 +159,10 @@ func upDaemon(ctx context.Context, g *globals, f upFlags, setupKey string, chang
 		return err
 	}
 	defer done()
-	req := &daemonpb.LoginRequest{SetupKey: setupKey, ManagementUrl: g.mgmtURL, Hostname: g.hostname}
+	req := &daemonpb.LoginRequest{SetupKey: setupKey, ManagementUrl: g.mgmtURL, Hostname: g.hostname, TrustNewServerKey: f.trustNewKey}
+	if f.profile != "" {
+		req.ProfileName = &f.profile
+	}
 	if changed("interface-name") {
 		req.InterfaceName = &f.iface
 	}
@@ -175,7 +180,7 @@ func upDaemon(ctx context.Context, g *globals, f upFlags, setupKey string, chang
 	if _, err := c.Login(ctx, req); err != nil {
 		return plain(err)
 	}
-	if _, err := c.Up(ctx, &daemonpb.UpRequest{}); err != nil {
+	if _, err := c.Up(ctx, &daemonpb.UpRequest{ProfileName: optString(f.profile)}); err != nil {
 		return plain(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -304,24 +309,9 @@ func versionCmd() *cobra.Command {
 		Run: func(*cobra.Command, []string) { fmt.Println(version.Version) }}
 }
 
-func serviceCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "service", Short: "Run or manage the daemon"}
-	var name string
-	cmd.PersistentFlags().StringVarP(&name, "service", "s", "netbird", "service name")
-	run := &cobra.Command{Use: "run", Short: "Run the daemon in the foreground", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := g.logger()
-			if err != nil {
-				return err
-			}
-			log, err := logging.New(out, g.logLevel)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return daemon.New(g.configPath(), version.Version, log, daemon.Options{ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true"}).Serve(ctx, g.daemonAddr)
-		}}
-	cmd.AddCommand(run)
-	return cmd
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -32,6 +32,7 @@ type jsonStatus struct {
 	Networks            []string   `json:"networks"`
 	DNSServers          []string   `json:"dnsServers"`
 	ProfileName         string     `json:"profileName"`
+	ServerVersion       string     `json:"serverVersion"` // ours: the management server's version, when it says
 }
 
 type jsonPeers struct {
@@ -89,7 +90,7 @@ func toJSON(r *daemonpb.StatusResponse) jsonStatus {
 		Relays:     jsonRelays{Details: []jsonRelay{}},
 		NetbirdIP:  fs.GetLocalPeerState().GetIP(), PublicKey: fs.GetLocalPeerState().GetPubKey(),
 		UsesKernelInterface: fs.GetLocalPeerState().GetKernelInterface(), WireguardPort: fs.GetLocalPeerState().GetWgPort(),
-		FQDN: fs.GetLocalPeerState().GetFqdn(), Networks: []string{}, DNSServers: []string{}, ProfileName: "default",
+		FQDN: fs.GetLocalPeerState().GetFqdn(), Networks: []string{}, DNSServers: []string{}, ProfileName: r.GetProfileName(), ServerVersion: r.GetServerVersion(),
 		Peers: jsonPeers{Details: []jsonPeer{}},
 	}
 	for _, r := range fs.GetRelays() {
@@ -221,8 +222,9 @@ func printText(w io.Writer, s jsonStatus, detail bool) {
 				p.TransferReceived, p.TransferSent)
 		}
 	}
-	fmt.Fprintf(w, "Daemon version: %s\nCLI version: %s\nDaemon status: %s\nManagement: %s\nSignal: %s\nFQDN: %s\nNetBird IP: %s\nInterface type: %s\nPeers count: %d/%d Connected\n",
-		s.DaemonVersion, s.CliVersion, s.DaemonStatus, conn(s.Management), conn(s.Signal), dash(s.FQDN), dash(s.NetbirdIP),
+	fmt.Fprintf(w, "Daemon version: %s\nCLI version: %s\nProfile: %s\nDaemon status: %s\nManagement: %s (server version %s)\nSignal: %s\nRelays: %d/%d Available\nFQDN: %s\nNetBird IP: %s\nInterface type: %s\nPeers count: %d/%d Connected\n",
+		s.DaemonVersion, s.CliVersion, dash(s.ProfileName), s.DaemonStatus, conn(s.Management), dash(s.ServerVersion), conn(s.Signal),
+		s.Relays.Available, s.Relays.Total, dash(s.FQDN), dash(s.NetbirdIP),
 		map[bool]string{true: "Kernel", false: "Userspace"}[s.UsesKernelInterface], s.Peers.Connected, s.Peers.Total)
 }
 
