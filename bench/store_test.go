@@ -97,7 +97,8 @@ func TestBenchStore(t *testing.T) {
 				t.Fatalf("read: %d peers, %v", len(ps), err)
 			}
 			t1 := time.Now()
-			if _, ok := networkmap.Compute(a, ps, ps[i].ID); !ok {
+			all, pol := store.DefaultAccess(acc.ID)
+			if _, ok := networkmap.Compute(a, ps, networkmap.Access{Groups: []account.Group{all}, Policies: []account.Policy{pol}}, ps[i].ID); !ok {
 				t.Fatal("peer missing from its map")
 			}
 			loadTotal += t1.Sub(t0)

@@ -100,3 +100,64 @@ type Event struct {
 	Target    string            `json:"target"`    // the affected object's ID
 	Meta      map[string]string `json:"meta"`      // small details (names, addresses)
 }
+
+// GroupID identifies a group.
+type GroupID string
+
+// Group is a set of peers that policies name. The All group, which every
+// account has, contains every peer implicitly.
+type Group struct {
+	ID        GroupID  `json:"id"`
+	AccountID ID       `json:"account_id"`
+	Name      string   `json:"name"`
+	All       bool     `json:"all"`   // the built-in group of every peer
+	Peers     []PeerID `json:"peers"` // explicit members (unused for All)
+}
+
+// PolicyID identifies a policy.
+type PolicyID string
+
+// Protocols a rule can name.
+const (
+	ProtoAll  = "all"
+	ProtoTCP  = "tcp"
+	ProtoUDP  = "udp"
+	ProtoICMP = "icmp"
+)
+
+// Actions of a rule.
+const (
+	ActionAccept = "accept"
+	ActionDrop   = "drop"
+)
+
+// PortRange is an inclusive range of ports.
+type PortRange struct {
+	Start uint16 `json:"start"`
+	End   uint16 `json:"end"`
+}
+
+// Rule lets the sources open connections to the destinations (and the
+// other way round when bidirectional), for a protocol and ports.
+type Rule struct {
+	ID            string      `json:"id"`
+	Name          string      `json:"name"`
+	Enabled       bool        `json:"enabled"`
+	Action        string      `json:"action"`   // accept or drop
+	Protocol      string      `json:"protocol"` // all, tcp, udp or icmp
+	Bidirectional bool        `json:"bidirectional"`
+	Ports         []uint16    `json:"ports,omitempty"`       // destination ports (tcp/udp); none means all
+	PortRanges    []PortRange `json:"port_ranges,omitempty"` // destination port ranges
+	Sources       []GroupID   `json:"sources"`
+	Destinations  []GroupID   `json:"destinations"`
+}
+
+// Policy is a named, switchable set of rules.
+type Policy struct {
+	ID          PolicyID `json:"id"`
+	AccountID   ID       `json:"account_id"`
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Enabled     bool     `json:"enabled"`
+	Rules       []Rule   `json:"rules"`
+}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/networkmap"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
@@ -114,9 +116,11 @@ func networkMapProto(m networkmap.Map) *mgmtpb.NetworkMap {
 	}
 	if m.AllowAll {
 		nm.FirewallRules = allowAllRules()
-	} else {
-		nm.FirewallRulesIsEmpty = true
 	}
+	nm.FirewallRules = append(nm.FirewallRules, firewallRules(m.Rules)...)
+	// An empty list must say so: without the flag the official client
+	// assumes an old server and allows everything.
+	nm.FirewallRulesIsEmpty = len(nm.FirewallRules) == 0
 	return nm
 }
 
@@ -145,4 +149,46 @@ func deletedResponse(serial uint64) *mgmtpb.SyncResponse {
 			DNSConfig:            &mgmtpb.DNSConfig{},
 		},
 	}
+}
+
+var protocols = map[string]mgmtpb.RuleProtocol{
+	account.ProtoAll: mgmtpb.RuleProtocol_ALL, account.ProtoTCP: mgmtpb.RuleProtocol_TCP,
+	account.ProtoUDP: mgmtpb.RuleProtocol_UDP, account.ProtoICMP: mgmtpb.RuleProtocol_ICMP,
+}
+
+// firewallRules encodes rules as the spec's FirewallRule messages: one per
+// port or port range (none: all ports), with the peer both as the legacy
+// PeerIP and as a /32 source prefix.
+func firewallRules(rs []networkmap.FirewallRule) []*mgmtpb.FirewallRule {
+	var out []*mgmtpb.FirewallRule
+	for _, r := range rs {
+		base := &mgmtpb.FirewallRule{PeerIP: r.Peer.String(), Direction: mgmtpb.RuleDirection_IN, Action: mgmtpb.RuleAction_ACCEPT,
+			Protocol: protocols[r.Protocol], PolicyID: []byte(r.PolicyID)}
+		if r.Direction == networkmap.Out {
+			base.Direction = mgmtpb.RuleDirection_OUT
+		}
+		if r.Action == account.ActionDrop {
+			base.Action = mgmtpb.RuleAction_DROP
+		}
+		if r.Peer.Is4() {
+			a := r.Peer.As4()
+			base.SourcePrefixes = [][]byte{{a[0], a[1], a[2], a[3], 32}}
+		}
+		if len(r.Ports) == 0 && len(r.Ranges) == 0 {
+			out = append(out, base)
+			continue
+		}
+		for _, p := range r.Ports {
+			fr := proto.Clone(base).(*mgmtpb.FirewallRule)
+			fr.Port = strconv.Itoa(int(p))
+			fr.PortInfo = &mgmtpb.PortInfo{PortSelection: &mgmtpb.PortInfo_Port{Port: uint32(p)}}
+			out = append(out, fr)
+		}
+		for _, pr := range r.Ranges {
+			fr := proto.Clone(base).(*mgmtpb.FirewallRule)
+			fr.PortInfo = &mgmtpb.PortInfo{PortSelection: &mgmtpb.PortInfo_Range_{Range: &mgmtpb.PortInfo_Range{Start: uint32(pr.Start), End: uint32(pr.End)}}}
+			out = append(out, fr)
+		}
+	}
+	return out
 }

@@ -256,7 +256,14 @@ func (s *Server) loadMap(ctx context.Context, id account.PeerID, acc account.ID)
 		if err != nil {
 			return err
 		}
-		m, ok = networkmap.Compute(a, ps, id)
+		var access networkmap.Access
+		if access.Groups, err = at.Groups(ctx); err != nil {
+			return err
+		}
+		if access.Policies, err = at.Policies(ctx); err != nil {
+			return err
+		}
+		m, ok = networkmap.Compute(a, ps, access, id)
 		return nil
 	})
 	return m, ok, err

@@ -207,6 +207,26 @@ func (s *Service) register(ctx context.Context, tx *store.Tx, in LoginInput, now
 			return account.Peer{}, account.Account{}, fmt.Errorf("register: %w", store.ErrConflict)
 		}
 	}
+	// Setup-key auto-groups (by ID or name) take the new peer in.
+	for _, ref := range sk.AutoGroups {
+		g, err := at.Group(ctx, account.GroupID(ref))
+		if errors.Is(err, store.ErrNotFound) {
+			g, err = at.GroupByName(ctx, ref)
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("setup key names a group that does not exist", "setup_key", sk.ID, "group", ref)
+			continue
+		}
+		if err != nil {
+			return account.Peer{}, account.Account{}, err
+		}
+		if !g.All {
+			g.Peers = append(g.Peers, p.ID)
+			if err := at.PutGroup(ctx, g); err != nil {
+				return account.Peer{}, account.Account{}, err
+			}
+		}
+	}
 	ok, err := at.ConsumeSetupKey(ctx, sk.ID, now.UnixNano())
 	if err != nil {
 		return account.Peer{}, account.Account{}, err

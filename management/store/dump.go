@@ -21,6 +21,8 @@ type Dump struct {
 	Peers     []account.Peer     `json:"peers"`
 	SetupKeys []account.SetupKey `json:"setup_keys"`
 	Events    []account.Event    `json:"events"`
+	Groups    []account.Group    `json:"groups"`
+	Policies  []account.Policy   `json:"policies"`
 }
 
 // Export reads the whole account.
@@ -37,6 +39,12 @@ func (a *AccountTx) Export(ctx context.Context) (Dump, error) {
 		return d, err
 	}
 	if d.Events, err = a.Events(ctx, 0); err != nil {
+		return d, err
+	}
+	if d.Groups, err = a.Groups(ctx); err != nil {
+		return d, err
+	}
+	if d.Policies, err = a.Policies(ctx); err != nil {
 		return d, err
 	}
 	if d.Peers == nil {
@@ -76,6 +84,21 @@ func (tx *Tx) Import(ctx context.Context, d Dump) error {
 		}
 		if err := a.InsertPeer(ctx, p); err != nil {
 			return fmt.Errorf("import peer %s: %w", p.ID, err)
+		}
+	}
+	if len(d.Groups) == 0 && len(d.Policies) == 0 {
+		// A dump from before access control: the account gets the defaults.
+		all, pol := DefaultAccess(d.Account.ID)
+		d.Groups, d.Policies = []account.Group{all}, []account.Policy{pol}
+	}
+	for _, g := range d.Groups {
+		if err := a.PutGroup(ctx, g); err != nil {
+			return fmt.Errorf("import group %s: %w", g.ID, err)
+		}
+	}
+	for _, p := range d.Policies {
+		if err := a.PutPolicy(ctx, p); err != nil {
+			return fmt.Errorf("import policy %s: %w", p.ID, err)
 		}
 	}
 	// Events were exported newest first; keep their numbers.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -65,9 +66,18 @@ func openSQLite(ctx context.Context, dir string) (*sqliteEngine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
+	// Switching a new database to WAL takes an exclusive lock, and SQLite
+	// answers a concurrent opener BUSY at once rather than waiting: retry.
+	for attempt := 0; ; attempt++ {
+		err = db.PingContext(ctx)
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "SQLITE_BUSY") || attempt >= 50 {
+			db.Close()
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		time.Sleep(time.Duration(10+attempt*10) * time.Millisecond)
 	}
 	_ = os.Chmod(path, 0o600)
 	return &sqliteEngine{db: db}, nil

@@ -63,6 +63,7 @@ func TestConformance(t *testing.T) {
 		t.Run("atomic", func(t *testing.T) { testAtomic(t, e.Open(t)) })
 		t.Run("events and serials", func(t *testing.T) { testEvents(t, e.Open(t)) })
 		t.Run("settings", func(t *testing.T) { testSettings(t, e.Open(t)) })
+		t.Run("groups and policies", func(t *testing.T) { testAccess(t, e.Open(t)) })
 		t.Run("upgrade", func(t *testing.T) { testUpgrade(t, e) })
 		t.Run("concurrent migrate", func(t *testing.T) { testConcurrentMigrate(t, e) })
 		t.Run("newer schema refused", func(t *testing.T) { testNewerSchema(t, e) })
@@ -419,6 +420,15 @@ func testUpgrade(t *testing.T, e storetest.Engine) {
 		if _, err := in.SetupKey(ctx, k.ID); err != nil {
 			return fmt.Errorf("setup key after upgrade: %w", err)
 		}
+		// Migration 0003 gave the old account its All group and Default policy.
+		gs, err := in.Groups(ctx)
+		if err != nil || len(gs) != 1 || !gs[0].All {
+			return fmt.Errorf("groups after upgrade: %+v %v", gs, err)
+		}
+		ps, err := in.Policies(ctx)
+		if err != nil || len(ps) != 1 || !ps[0].Enabled || len(ps[0].Rules) != 1 || ps[0].Rules[0].Sources[0] != gs[0].ID {
+			return fmt.Errorf("policies after upgrade: %+v %v", ps, err)
+		}
 		_, err = in.InsertEvent(ctx, account.Event{At: time.Now(), Activity: "upgraded"})
 		return err
 	})
@@ -474,5 +484,63 @@ func testNewerSchema(t *testing.T, e storetest.Engine) {
 	if st, err := store.Open(ctx, cfg); err == nil {
 		st.Close()
 		t.Fatal("a store from a newer version was opened")
+	}
+}
+
+func testAccess(t *testing.T, st *store.Store) {
+	a := mkAccount(t, st, "a", "100.79.0.0/16")
+	b := mkAccount(t, st, "b", "100.80.0.0/16")
+	g := account.Group{ID: "g1", AccountID: a.ID, Name: "devs", Peers: []account.PeerID{"p1", "p2"}}
+	pol := account.Policy{ID: "pol1", AccountID: a.ID, Name: "ssh", Enabled: true, Rules: []account.Rule{{ID: "r", Enabled: true,
+		Action: account.ActionAccept, Protocol: account.ProtoTCP, Ports: []uint16{22}, PortRanges: []account.PortRange{{Start: 8000, End: 8100}},
+		Sources: []account.GroupID{"g1"}, Destinations: []account.GroupID{"g1"}}}}
+	err := st.Tx(ctx, func(tx *store.Tx) error {
+		in := tx.In(a.ID)
+		if err := in.PutGroup(ctx, g); err != nil {
+			return err
+		}
+		if err := in.PutPolicy(ctx, pol); err != nil {
+			return err
+		}
+		g.Peers = g.Peers[:1]
+		return in.PutGroup(ctx, g) // replace
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dup := account.Group{ID: "g2", AccountID: a.ID, Name: "devs"}
+	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.In(a.ID).PutGroup(ctx, dup) }); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("duplicate group name: %v", err)
+	}
+	err = st.Read(ctx, func(tx *store.Tx) error {
+		in := tx.In(a.ID)
+		got, err := in.GroupByName(ctx, "devs")
+		if err != nil || len(got.Peers) != 1 || got.Peers[0] != "p1" {
+			return fmt.Errorf("group %+v %v", got, err)
+		}
+		p, err := in.Policy(ctx, "pol1")
+		if err != nil || len(p.Rules) != 1 || p.Rules[0].Ports[0] != 22 || p.Rules[0].PortRanges[0].End != 8100 {
+			return fmt.Errorf("policy %+v %v", p, err)
+		}
+		// Account b sees none of it.
+		other := tx.In(b.ID)
+		if _, err := other.Group(ctx, "g1"); !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("b read a's group: %v", err)
+		}
+		if _, err := other.Policy(ctx, "pol1"); !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("b read a's policy: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b cannot overwrite a's rows by ID.
+	steal := account.Group{ID: "g1", AccountID: b.ID, Name: "mine"}
+	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.In(b.ID).PutGroup(ctx, steal) }); err == nil {
+		t.Fatal("b replaced a's group")
+	}
+	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.In(b.ID).DeletePolicy(ctx, "pol1") }); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("b deleted a's policy: %v", err)
 	}
 }

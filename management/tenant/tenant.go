@@ -33,7 +33,16 @@ func Default(ctx context.Context, st *store.Store, now time.Time) (account.Accou
 			return err
 		}
 		acc = account.Account{ID: account.ID(uuid.NewString()), Domain: account.DefaultDomain, Network: network, CreatedAt: now.UTC()}
-		return tx.InsertAccount(ctx, acc)
+		if err := tx.InsertAccount(ctx, acc); err != nil {
+			return err
+		}
+		// Every account starts with the All group and the Default
+		// All-to-All policy, which an admin can turn off.
+		all, pol := store.DefaultAccess(acc.ID)
+		if err := tx.In(acc.ID).PutGroup(ctx, all); err != nil {
+			return err
+		}
+		return tx.In(acc.ID).PutPolicy(ctx, pol)
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return Default(ctx, st, now)
