@@ -13,11 +13,13 @@ import (
 	"os"
 	"runtime"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/pion/stun/v4"
 
+	"github.com/wiremesh/wiremesh/client/acl"
 	"github.com/wiremesh/wiremesh/client/mgmtclient"
 	"github.com/wiremesh/wiremesh/client/peer"
 	"github.com/wiremesh/wiremesh/client/relayclient"
@@ -56,6 +58,7 @@ type Engine struct {
 	dev    *wg.Device
 	mux    *peer.Mux
 	relays *relayclient.Manager
+	filter *acl.Filter
 	meta   *mgmtpb.PeerSystemMeta
 
 	cancel context.CancelFunc
@@ -134,7 +137,8 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	if mtu == 0 {
 		mtu = 1280
 	}
-	dev, err := wg.New(wg.Config{Name: o.Interface, MTU: mtu, Port: o.WGPort, Private: o.Private}, o.Log)
+	filter := acl.New()
+	dev, err := wg.New(wg.Config{Name: o.Interface, MTU: mtu, Port: o.WGPort, Private: o.Private, Filter: filter}, o.Log)
 	if err != nil {
 		mc.Close()
 		return nil, err
@@ -152,7 +156,7 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		o: o, log: o.Log, mgmt: mc, sig: sc, dev: dev, meta: meta,
+		o: o, log: o.Log, mgmt: mc, sig: sc, dev: dev, meta: meta, filter: filter,
 		relays: relayclient.NewManager(o.Private.Public().String(), nil, o.Log),
 		mux:    peer.NewMux(dev.Bind().STUNConn(), netip.PrefixFrom(addr.Masked().Addr(), addr.Bits())),
 		addr:   addr,
@@ -274,6 +278,7 @@ func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
 		e.fqdn = pc.GetFqdn()
 	}
 	e.serial = nm.GetSerial()
+	e.applyFirewall(nm)
 	want := map[key.Public]*mgmtpb.RemotePeerConfig{}
 	if !nm.GetRemotePeersIsEmpty() {
 		for _, rp := range nm.GetRemotePeers() {
@@ -431,4 +436,67 @@ var ErrNeedsLogin = mgmtclient.ErrNeedsLogin
 // IsPermanent reports whether err means retrying cannot help.
 func IsPermanent(err error) bool {
 	return errors.Is(err, mgmtclient.ErrNeedsLogin) || errors.Is(err, mgmtclient.ErrBadSetupKey) || errors.Is(err, mgmtclient.ErrPermanentSync)
+}
+
+// applyFirewall installs the map's peer firewall rules. An empty list not
+// marked empty comes from an old server and means allow all (the spec's
+// legacy rule); marked empty, nothing may connect in.
+func (e *Engine) applyFirewall(nm *mgmtpb.NetworkMap) {
+	frs := nm.GetFirewallRules()
+	if len(frs) == 0 && !nm.GetFirewallRulesIsEmpty() {
+		e.filter.SetRules(nil, true)
+		return
+	}
+	var rules []acl.Rule
+	allowAll := false
+	for _, fr := range frs {
+		r, ok := firewallRule(fr)
+		if !ok {
+			e.log.Warn("firewall rule not understood, skipped", "rule", fr.String())
+			continue
+		}
+		if r.Accept && r.Inbound && r.Proto == acl.ProtoAny && r.PortLo == 0 && !r.Peer.IsValid() {
+			allowAll = true
+			continue
+		}
+		rules = append(rules, r)
+	}
+	e.filter.SetRules(rules, allowAll)
+}
+
+func firewallRule(fr *mgmtpb.FirewallRule) (acl.Rule, bool) {
+	r := acl.Rule{Inbound: fr.GetDirection() == mgmtpb.RuleDirection_IN, Accept: fr.GetAction() == mgmtpb.RuleAction_ACCEPT}
+	switch fr.GetProtocol() {
+	case mgmtpb.RuleProtocol_ALL:
+		r.Proto = acl.ProtoAny
+	case mgmtpb.RuleProtocol_TCP:
+		r.Proto = acl.ProtoTCP
+	case mgmtpb.RuleProtocol_UDP:
+		r.Proto = acl.ProtoUDP
+	case mgmtpb.RuleProtocol_ICMP:
+		r.Proto = acl.ProtoICMP
+	default:
+		return r, false
+	}
+	// The source prefix, when given, wins over the legacy PeerIP.
+	if sp := fr.GetSourcePrefixes(); len(sp) > 0 && len(sp[0]) == 5 {
+		if sp[0][4] == 32 {
+			r.Peer = netip.AddrFrom4([4]byte(sp[0][:4]))
+		} else if sp[0][4] != 0 {
+			return r, false // a network prefix: not produced for peers
+		}
+	} else if ip, err := netip.ParseAddr(fr.GetPeerIP()); err == nil && !ip.IsUnspecified() {
+		r.Peer = ip
+	}
+	switch pi := fr.GetPortInfo().GetPortSelection().(type) {
+	case *mgmtpb.PortInfo_Port:
+		r.PortLo, r.PortHi = uint16(pi.Port), uint16(pi.Port)
+	case *mgmtpb.PortInfo_Range_:
+		r.PortLo, r.PortHi = uint16(pi.Range.GetStart()), uint16(pi.Range.GetEnd())
+	default:
+		if p, err := strconv.Atoi(fr.GetPort()); err == nil && p > 0 && p < 65536 {
+			r.PortLo, r.PortHi = uint16(p), uint16(p)
+		}
+	}
+	return r, true
 }

@@ -31,6 +31,9 @@ type Config struct {
 	MTU     int
 	Port    int // UDP port shared with ICE (0 picks one)
 	Private key.Private
+	// Filter, if set, decides on every packet between the host and the
+	// tunnel (the peer firewall).
+	Filter PacketFilter
 }
 
 // New creates the TUN interface and starts WireGuard on it.
@@ -51,7 +54,11 @@ func New(c Config, log *slog.Logger) (*Device, error) {
 		Verbosef: func(f string, a ...any) { log.Debug(fmt.Sprintf(f, a...), "component", "wireguard") },
 		Errorf:   func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...), "component", "wireguard") },
 	}
-	dev := device.NewDevice(t, bind, wlog)
+	var td tun.Device = t
+	if c.Filter != nil {
+		td = &filteredTUN{Device: t, f: c.Filter}
+	}
+	dev := device.NewDevice(td, bind, wlog)
 	d := &Device{name: name, tun: t, dev: dev, bind: bind, log: log}
 	if err := dev.IpcSet("private_key=" + hex.EncodeToString(c.Private[:]) + "\n"); err != nil {
 		d.Close()

@@ -60,7 +60,7 @@ const serverKeySetting = "server_private_key"
 // Open opens the store and starts the change watcher.
 func Open(ctx context.Context, o Options) (*Server, error) {
 	if o.Poll <= 0 {
-		o.Poll = time.Second
+		o.Poll = 300 * time.Millisecond
 	}
 	if o.EphemeralTimeout <= 0 {
 		o.EphemeralTimeout = DefaultEphemeralTimeout

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -538,8 +539,11 @@ func TestNewestSyncWinsAndJob(t *testing.T) {
 	if err := js.Send(hs); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.Recv(); code(err) != codes.DeadlineExceeded {
-		t.Fatalf("job stream should be held open until our deadline, got %v", err)
+	_, err = js.Recv()
+	// The server sees the same deadline and may end the stream a moment
+	// before the client notices it: either way it held the stream until then.
+	if dl, _ := jctx.Deadline(); time.Until(dl) > 50*time.Millisecond || (code(err) != codes.DeadlineExceeded && err != io.EOF) {
+		t.Fatalf("job stream should be held open until our deadline, got %v with %v left", err, time.Until(dl))
 	}
 }
 

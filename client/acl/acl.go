@@ -1,0 +1,229 @@
+// Package acl is the agent's stateful packet filter for the userspace
+// WireGuard path. It applies the network map's firewall rules to traffic
+// between this machine and its peers: packets arriving from the tunnel
+// reach the host only when an inbound rule accepts them or they answer a
+// connection this host opened; what the host sends is allowed unless an
+// outbound drop rule matches, and tracked so its replies pass.
+package acl
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// IP protocol numbers the rules name.
+const (
+	ProtoAny  = 0
+	ProtoICMP = 1
+	ProtoTCP  = 6
+	ProtoUDP  = 17
+)
+
+// Rule is one firewall rule, from this peer's point of view.
+type Rule struct {
+	Peer    netip.Addr // the remote peer; the zero Addr matches any
+	Inbound bool       // connections from Peer to us (else from us to Peer)
+	Accept  bool       // accept (else drop)
+	Proto   uint8      // ProtoAny, ProtoICMP, ProtoTCP or ProtoUDP
+	// PortLo..PortHi is the destination port range (0, 0: any port).
+	PortLo, PortHi uint16
+}
+
+func (r Rule) matches(peer netip.Addr, proto uint8, dport uint16, hasPorts bool) bool {
+	if r.Peer.IsValid() && !r.Peer.IsUnspecified() && r.Peer != peer {
+		return false
+	}
+	if r.Proto != ProtoAny && r.Proto != proto {
+		return false
+	}
+	if r.PortLo == 0 && r.PortHi == 0 {
+		return true
+	}
+	return hasPorts && dport >= r.PortLo && dport <= r.PortHi
+}
+
+// flow identifies a connection by what this host sent: local and remote
+// address, protocol and ports (for ICMP echo, the identifier as both).
+type flow struct {
+	proto         uint8
+	local, remote netip.Addr
+	lport, rport  uint16
+}
+
+// Idle times after which a tracked connection is forgotten.
+const (
+	tcpIdle   = 10 * time.Minute
+	otherIdle = 2 * time.Minute
+)
+
+// Filter is safe for concurrent use (WireGuard reads and writes the TUN
+// from different goroutines).
+type Filter struct {
+	mu       sync.RWMutex
+	rules    []Rule
+	allowAll bool
+
+	cmu   sync.Mutex
+	flows map[flow]time.Time
+	swept time.Time
+	now   func() time.Time
+}
+
+// New returns a filter that accepts everything until SetRules says
+// otherwise (a map with no rules at all comes from an old server).
+func New() *Filter {
+	return &Filter{allowAll: true, flows: map[flow]time.Time{}, now: time.Now}
+}
+
+// SetRules replaces the rules. allowAll admits every inbound packet (drop
+// rules still apply). Tracked connections stay: a policy change does not
+// cut replies to what the host already opened.
+func (f *Filter) SetRules(rules []Rule, allowAll bool) {
+	f.mu.Lock()
+	f.rules, f.allowAll = rules, allowAll
+	f.mu.Unlock()
+}
+
+// packet is the part of an IPv4 header the filter reads.
+type packet struct {
+	proto        uint8
+	src, dst     netip.Addr
+	sport, dport uint16
+	hasPorts     bool
+	icmpEcho     bool // echo request or reply: dport holds the identifier
+	icmpReply    bool
+	tcpSyn       bool // SYN without ACK: a new connection
+}
+
+func parse(b []byte) (packet, bool) {
+	var p packet
+	if len(b) < 20 || b[0]>>4 != 4 {
+		return p, false
+	}
+	ihl := int(b[0]&0x0f) * 4
+	if ihl < 20 || len(b) < ihl {
+		return p, false
+	}
+	p.proto = b[9]
+	p.src = netip.AddrFrom4([4]byte(b[12:16]))
+	p.dst = netip.AddrFrom4([4]byte(b[16:20]))
+	if binary.BigEndian.Uint16(b[6:8])&0x1fff != 0 {
+		return p, true // a later fragment: no transport header
+	}
+	l4 := b[ihl:]
+	switch p.proto {
+	case ProtoTCP, ProtoUDP:
+		if len(l4) < 4 {
+			return p, true
+		}
+		p.sport, p.dport, p.hasPorts = binary.BigEndian.Uint16(l4[0:2]), binary.BigEndian.Uint16(l4[2:4]), true
+		if p.proto == ProtoTCP && len(l4) >= 14 {
+			flags := l4[13]
+			p.tcpSyn = flags&0x02 != 0 && flags&0x10 == 0
+		}
+	case ProtoICMP:
+		if len(l4) >= 8 && (l4[0] == 8 || l4[0] == 0) {
+			p.icmpEcho, p.icmpReply = true, l4[0] == 0
+			id := binary.BigEndian.Uint16(l4[4:6])
+			p.sport, p.dport = id, id
+		}
+	}
+	return p, true
+}
+
+// Outbound decides on a packet the host sends into the tunnel, and tracks
+// it so that the replies may come back.
+func (f *Filter) Outbound(b []byte) bool {
+	p, ok := parse(b)
+	if !ok {
+		return true // not IPv4: nothing of ours to filter
+	}
+	f.mu.RLock()
+	for _, r := range f.rules {
+		if !r.Inbound && !r.Accept && r.matches(p.dst, p.proto, p.dport, p.hasPorts) {
+			f.mu.RUnlock()
+			return false
+		}
+	}
+	f.mu.RUnlock()
+	if p.hasPorts || p.icmpEcho {
+		f.track(flow{proto: p.proto, local: p.src, remote: p.dst, lport: p.sport, rport: p.dport})
+	}
+	return true
+}
+
+// Inbound decides on a packet from the tunnel before it reaches the host.
+func (f *Filter) Inbound(b []byte) bool {
+	p, ok := parse(b)
+	if !ok {
+		return false
+	}
+	f.mu.RLock()
+	rules, allowAll := f.rules, f.allowAll
+	f.mu.RUnlock()
+	for _, r := range rules {
+		if r.Inbound && !r.Accept && r.matches(p.src, p.proto, p.dport, p.hasPorts) {
+			return false
+		}
+	}
+	// A reply to a connection this host opened.
+	if (p.hasPorts && !p.tcpSyn) || (p.icmpEcho && p.icmpReply) {
+		if f.known(flow{proto: p.proto, local: p.dst, remote: p.src, lport: p.dport, rport: p.sport}) {
+			return true
+		}
+	}
+	if allowAll {
+		return true
+	}
+	if p.icmpEcho && p.icmpReply {
+		return false // an unsolicited echo reply
+	}
+	for _, r := range rules {
+		if r.Inbound && r.Accept && r.matches(p.src, p.proto, p.dport, p.hasPorts) {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *Filter) track(fl flow) {
+	now := f.now()
+	f.cmu.Lock()
+	defer f.cmu.Unlock()
+	f.flows[fl] = now
+	if now.Sub(f.swept) > time.Minute {
+		for k, t := range f.flows {
+			idle := otherIdle
+			if k.proto == ProtoTCP {
+				idle = tcpIdle
+			}
+			if now.Sub(t) > idle {
+				delete(f.flows, k)
+			}
+		}
+		f.swept = now
+	}
+}
+
+func (f *Filter) known(fl flow) bool {
+	f.cmu.Lock()
+	defer f.cmu.Unlock()
+	t, ok := f.flows[fl]
+	if !ok {
+		return false
+	}
+	idle := otherIdle
+	if fl.proto == ProtoTCP {
+		idle = tcpIdle
+	}
+	return f.now().Sub(t) <= idle
+}
+
+// Tracked is how many connections the filter remembers.
+func (f *Filter) Tracked() int {
+	f.cmu.Lock()
+	defer f.cmu.Unlock()
+	return len(f.flows)
+}
