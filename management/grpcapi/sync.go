@@ -2,11 +2,13 @@ package grpcapi
 
 import (
 	"context"
+	"crypto/sha256"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
@@ -61,6 +63,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		return stream.Send(msg)
 	}
 	var sent uint64
+	var lastFP [32]byte
 	// push sends the current map if it is newer than what the peer has. It
 	// returns done=true when the peer was deleted.
 	push := func(full bool) (done bool, err error) {
@@ -80,7 +83,16 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 			cfg = s.netbirdConfig(ctx)
 		}
 		sent = m.Serial
-		return false, send(syncResponse(m, cfg, legacy))
+		r := syncResponse(m, cfg, legacy)
+		// A change elsewhere in the account that leaves this peer's map as
+		// it was (another peer's policy, a group it is not in) is not sent:
+		// only the affected peers get an update.
+		fp := mapFingerprint(r.GetNetworkMap())
+		if !full && fp == lastFP {
+			return false, nil
+		}
+		lastFP = fp
+		return false, send(r)
 	}
 	if done, err := push(true); done || err != nil {
 		return err
@@ -189,4 +201,12 @@ func (s *Server) GetDeviceAuthorizationFlow(context.Context, *mgmtpb.EncryptedMe
 // GetPKCEAuthorizationFlow answers NotFound: no SSO provider is configured.
 func (s *Server) GetPKCEAuthorizationFlow(context.Context, *mgmtpb.EncryptedMessage) (*mgmtpb.EncryptedMessage, error) {
 	return nil, status.Error(codes.NotFound, "no SSO provider is configured; use a setup key")
+}
+
+// mapFingerprint hashes a network map without its serial.
+func mapFingerprint(nm *mgmtpb.NetworkMap) [32]byte {
+	c := proto.Clone(nm).(*mgmtpb.NetworkMap)
+	c.Serial = 0
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	return sha256.Sum256(b)
 }

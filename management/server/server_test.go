@@ -586,3 +586,100 @@ func TestEphemeralPeersRemovedWhenOffline(t *testing.T) {
 		t.Fatalf("online peer's map still lists the removed one: %v", err)
 	}
 }
+
+// TestOnlyAffectedPeersGetUpdates: with access policies, an account change
+// that leaves a peer's map as it was sends that peer nothing.
+func TestOnlyAffectedPeersGetUpdates(t *testing.T) {
+	e := start(t, t.TempDir(), turncreds.Issuer{})
+	k, secret := e.setupKey(setupkey.Options{Reusable: true})
+	acc := k.AccountID
+	c := ctx(t)
+	names := []string{"a", "b", "c"}
+	streams := map[string]*testpeer.Stream{}
+	peerIDs := map[string]account.PeerID{}
+	for _, n := range names {
+		p := testpeer.New(e.conn, n)
+		if _, err := p.Login(c, secret); err != nil {
+			t.Fatal(err)
+		}
+		s, err := p.Sync(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		streams[n] = s
+		_ = e.srv.Store.Read(c, func(tx *store.Tx) error {
+			got, err := tx.PeerByKey(c, p.Public())
+			peerIDs[n] = got.ID
+			return err
+		})
+	}
+	edit := func(fn func(at *store.AccountTx) error) {
+		t.Helper()
+		err := e.srv.Store.Tx(c, func(tx *store.Tx) error {
+			at := tx.In(acc)
+			if err := fn(at); err != nil {
+				return err
+			}
+			_, err := at.BumpSerial(c)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := func() map[string]int {
+		out := map[string]int{}
+		for n, s := range streams {
+			out[n] = len(s.Messages())
+		}
+		return out
+	}
+	settle := func() map[string]int {
+		time.Sleep(700 * time.Millisecond) // the store watcher polls every 100 ms here
+		return counts()
+	}
+	// Only a -> b on tcp/22; c is in no policy.
+	_, def := store.DefaultAccess(acc)
+	edit(func(at *store.AccountTx) error {
+		if err := at.PutGroup(c, account.Group{ID: "A", AccountID: acc, Name: "A", Peers: []account.PeerID{peerIDs["a"]}}); err != nil {
+			return err
+		}
+		if err := at.PutGroup(c, account.Group{ID: "B", AccountID: acc, Name: "B", Peers: []account.PeerID{peerIDs["b"]}}); err != nil {
+			return err
+		}
+		def.Enabled = false
+		if err := at.PutPolicy(c, def); err != nil {
+			return err
+		}
+		return at.PutPolicy(c, account.Policy{ID: "ssh", AccountID: acc, Name: "ssh", Enabled: true, Rules: []account.Rule{{ID: "r",
+			Enabled: true, Action: account.ActionAccept, Protocol: account.ProtoTCP, Ports: []uint16{22},
+			Sources: []account.GroupID{"A"}, Destinations: []account.GroupID{"B"}}}})
+	})
+	before := settle()
+	if m := streams["c"].LatestMap(); len(m.GetRemotePeers()) != 0 {
+		t.Fatalf("c (in no policy) sees %d peers", len(m.GetRemotePeers()))
+	}
+	if m := streams["a"].LatestMap(); len(m.GetRemotePeers()) != 1 || len(m.GetFirewallRules()) == 0 {
+		t.Fatalf("a's map: %d peers, %d rules", len(m.GetRemotePeers()), len(m.GetFirewallRules()))
+	}
+	// A group no policy uses changes nobody's map: nobody hears of it.
+	edit(func(at *store.AccountTx) error {
+		return at.PutGroup(c, account.Group{ID: "C", AccountID: acc, Name: "C", Peers: []account.PeerID{peerIDs["c"]}})
+	})
+	after := settle()
+	for _, n := range names {
+		if after[n] != before[n] {
+			t.Errorf("%s got %d updates for a change that does not affect it", n, after[n]-before[n])
+		}
+	}
+	// Letting C reach B changes b's and c's maps, not a's.
+	edit(func(at *store.AccountTx) error {
+		return at.PutPolicy(c, account.Policy{ID: "c2b", AccountID: acc, Name: "c2b", Enabled: true, Rules: []account.Rule{{ID: "r",
+			Enabled: true, Action: account.ActionAccept, Protocol: account.ProtoAll, Sources: []account.GroupID{"C"}, Destinations: []account.GroupID{"B"}}}})
+	})
+	last := settle()
+	if last["a"] != after["a"] || last["b"] == after["b"] || last["c"] == after["c"] {
+		t.Fatalf("updates after C -> B: a %d, b %d, c %d (want only b and c)", last["a"]-after["a"], last["b"]-after["b"], last["c"]-after["c"])
+	}
+}
