@@ -88,6 +88,7 @@ type Server struct {
 	pub    key.Public
 	syncs  atomic.Int64
 	closed chan struct{}
+	snaps  snapshots
 }
 
 // New returns a Server. Call Close to end open streams.
@@ -240,33 +241,15 @@ func dialedHost(ctx context.Context) string {
 	return auth
 }
 
-// loadMap computes the peer's current map. ok is false when the peer no
-// longer exists.
+// loadMap computes the peer's current map from the account's shared
+// snapshot. ok is false when the peer (or its account) no longer exists.
 func (s *Server) loadMap(ctx context.Context, id account.PeerID, acc account.ID) (m networkmap.Map, ok bool, err error) {
-	err = s.o.Store.Read(ctx, func(tx *store.Tx) error {
-		at := tx.In(acc)
-		a, err := at.Account(ctx)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		ps, err := at.Peers(ctx)
-		if err != nil {
-			return err
-		}
-		var access networkmap.Access
-		if access.Groups, err = at.Groups(ctx); err != nil {
-			return err
-		}
-		if access.Policies, err = at.Policies(ctx); err != nil {
-			return err
-		}
-		m, ok = networkmap.Compute(a, ps, access, id)
-		return nil
-	})
-	return m, ok, err
+	ix, err := s.snaps.index(ctx, s.o.Store, acc)
+	if err != nil || ix == nil {
+		return networkmap.Map{}, false, err
+	}
+	m, ok = ix.Compute(id)
+	return m, ok, nil
 }
 
 func (s *Server) registeredPeer(ctx context.Context, pk key.Public) (account.Peer, error) {

@@ -41,6 +41,11 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 
 	sub := s.o.Hub.Subscribe(peer.AccountID, peer.ID)
 	defer func() {
+		defer func() {
+			if s.o.Hub.Streams(peer.AccountID) == 0 {
+				s.snaps.forget(peer.AccountID) // nobody left to share it
+			}
+		}()
 		if s.o.Hub.Unsubscribe(sub) {
 			// Only the current stream marks the peer offline: a replaced one
 			// must not overwrite its successor's state. The request context is

@@ -82,15 +82,6 @@ func (a Access) members(peers []account.Peer) map[account.GroupID]map[account.Pe
 	return out
 }
 
-func inAny(groups []account.GroupID, m map[account.GroupID]map[account.PeerID]bool, id account.PeerID) bool {
-	for _, g := range groups {
-		if m[g][id] {
-			return true
-		}
-	}
-	return false
-}
-
 func isAll(groups []account.GroupID, all map[account.GroupID]bool) bool {
 	for _, g := range groups {
 		if all[g] {
@@ -101,25 +92,37 @@ func isAll(groups []account.GroupID, all map[account.GroupID]bool) bool {
 }
 
 // Compute returns the map of self given the account, all its peers and its
-// access policies. It returns ok=false if self is not among peers.
-//
-// A peer sees a remote peer when an enabled accept rule of an enabled
-// policy lets either of them connect to the other. Its firewall gets, per
-// such rule, an Out rule towards each destination it may reach and an In
-// rule from each source that may reach it (both ways when bidirectional);
-// drop rules are passed on the same way and win in the agent.
+// access policies. It returns ok=false if self is not among peers. To
+// compute the maps of many peers of one account state, build an Index once.
 func Compute(acc account.Account, peers []account.Peer, access Access, self account.PeerID) (Map, bool) {
-	m := Map{Serial: acc.Serial, Domain: acc.Domain, Network: acc.Network}
-	byID := make(map[account.PeerID]account.Peer, len(peers))
-	found := false
+	return NewIndex(acc, peers, access).Compute(self)
+}
+
+// rule is an enabled rule of an enabled policy, resolved to peers.
+type rule struct {
+	r        account.Rule
+	policy   account.PolicyID
+	src, dst map[account.PeerID]bool
+}
+
+// Index is one account state prepared for computing many peers' maps:
+// group members resolved once, and for each peer the rules that name it,
+// so one peer's map costs what its own rules reach, not the whole account.
+type Index struct {
+	acc      account.Account
+	peers    []account.Peer // by IP
+	byID     map[account.PeerID]account.Peer
+	allowAll bool
+	rules    []rule
+	byPeer   map[account.PeerID][]int // rules naming the peer as source or destination
+}
+
+// NewIndex prepares an account state.
+func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
+	ix := &Index{acc: acc, peers: slices.Clone(peers), byID: make(map[account.PeerID]account.Peer, len(peers)), byPeer: map[account.PeerID][]int{}}
+	sort.Slice(ix.peers, func(i, j int) bool { return ix.peers[i].IP.Less(ix.peers[j].IP) })
 	for _, p := range peers {
-		byID[p.ID] = p
-		if p.ID == self {
-			m.Self, found = p, true
-		}
-	}
-	if !found {
-		return Map{}, false
+		ix.byID[p.ID] = p
 	}
 	members := access.members(peers)
 	allGroups := map[account.GroupID]bool{}
@@ -128,16 +131,17 @@ func Compute(acc account.Account, peers []account.Peer, access Access, self acco
 			allGroups[g.ID] = true
 		}
 	}
-	visible := map[account.PeerID]bool{}
-	add := func(dir Direction, remote account.PeerID, r account.Rule, pol account.PolicyID) {
-		if remote == self {
-			return
+	union := func(gs []account.GroupID) map[account.PeerID]bool {
+		if len(gs) == 1 {
+			return members[gs[0]]
 		}
-		if r.Action == account.ActionAccept {
-			visible[remote] = true
+		out := map[account.PeerID]bool{}
+		for _, g := range gs {
+			for id := range members[g] {
+				out[id] = true
+			}
 		}
-		m.Rules = append(m.Rules, FirewallRule{Peer: byID[remote].IP, Direction: dir, Action: r.Action, Protocol: r.Protocol,
-			Ports: r.Ports, Ranges: r.PortRanges, PolicyID: pol})
+		return out
 	}
 	for _, pol := range access.Policies {
 		if !pol.Enabled {
@@ -149,40 +153,86 @@ func Compute(acc account.Account, peers []account.Peer, access Access, self acco
 			}
 			if r.Action == account.ActionAccept && r.Protocol == account.ProtoAll && r.Bidirectional &&
 				isAll(r.Sources, allGroups) && isAll(r.Destinations, allGroups) {
-				m.AllowAll = true
+				ix.allowAll = true
 				continue
 			}
-			src, dst := inAny(r.Sources, members, self), inAny(r.Destinations, members, self)
-			if !src && !dst {
-				continue
+			rr := rule{r: r, policy: pol.ID, src: union(r.Sources), dst: union(r.Destinations)}
+			n := len(ix.rules)
+			ix.rules = append(ix.rules, rr)
+			for id := range rr.src {
+				ix.byPeer[id] = append(ix.byPeer[id], n)
 			}
-			for _, p := range peers {
-				if src && inAny(r.Destinations, members, p.ID) {
-					add(Out, p.ID, r, pol.ID)
-					if r.Bidirectional {
-						add(In, p.ID, r, pol.ID)
-					}
-				}
-				if dst && inAny(r.Sources, members, p.ID) {
-					add(In, p.ID, r, pol.ID)
-					if r.Bidirectional {
-						add(Out, p.ID, r, pol.ID)
-					}
+			for id := range rr.dst {
+				if !rr.src[id] {
+					ix.byPeer[id] = append(ix.byPeer[id], n)
 				}
 			}
 		}
 	}
-	for _, p := range peers {
+	return ix
+}
+
+// Compute returns the map of self (ok=false if self is not a peer).
+//
+// A peer sees a remote peer when an enabled accept rule of an enabled
+// policy lets either of them connect to the other. Its firewall gets, per
+// such rule, an Out rule towards each destination it may reach and an In
+// rule from each source that may reach it (both ways when bidirectional);
+// drop rules are passed on the same way and win in the agent.
+func (ix *Index) Compute(self account.PeerID) (Map, bool) {
+	me, ok := ix.byID[self]
+	if !ok {
+		return Map{}, false
+	}
+	m := Map{Serial: ix.acc.Serial, Domain: ix.acc.Domain, Network: ix.acc.Network, Self: me, AllowAll: ix.allowAll}
+	visible := map[account.PeerID]bool{}
+	add := func(dir Direction, remote account.PeerID, rr *rule) {
+		if remote == self {
+			return
+		}
+		if rr.r.Action == account.ActionAccept {
+			visible[remote] = true
+		}
+		if m.AllowAll && rr.r.Action == account.ActionAccept {
+			return // everything is allowed both ways: only drop rules matter
+		}
+		m.Rules = append(m.Rules, FirewallRule{Peer: ix.byID[remote].IP, Direction: dir, Action: rr.r.Action, Protocol: rr.r.Protocol,
+			Ports: rr.r.Ports, Ranges: rr.r.PortRanges, PolicyID: rr.policy})
+	}
+	for _, i := range ix.byPeer[self] {
+		rr := &ix.rules[i]
+		if rr.src[self] {
+			for id := range rr.dst {
+				add(Out, id, rr)
+				if rr.r.Bidirectional {
+					add(In, id, rr)
+				}
+			}
+		}
+		if rr.dst[self] {
+			for id := range rr.src {
+				add(In, id, rr)
+				if rr.r.Bidirectional {
+					add(Out, id, rr)
+				}
+			}
+		}
+	}
+	for _, p := range ix.peers {
 		if p.ID != self && (m.AllowAll || visible[p.ID]) {
 			m.Peers = append(m.Peers, p)
 		}
 	}
-	if m.AllowAll {
-		// Everything is allowed both ways: only drop rules still matter.
-		m.Rules = slices.DeleteFunc(m.Rules, func(r FirewallRule) bool { return r.Action == account.ActionAccept })
-	}
-	sort.Slice(m.Peers, func(i, j int) bool { return m.Peers[i].IP.Less(m.Peers[j].IP) })
-	sort.SliceStable(m.Rules, func(i, j int) bool { return m.Rules[i].Peer.Less(m.Rules[j].Peer) })
+	sort.SliceStable(m.Rules, func(i, j int) bool {
+		a, b := m.Rules[i], m.Rules[j]
+		if a.Peer != b.Peer {
+			return a.Peer.Less(b.Peer)
+		}
+		if a.Direction != b.Direction {
+			return a.Direction < b.Direction
+		}
+		return a.PolicyID < b.PolicyID
+	})
 	m.Rules = dedupe(m.Rules)
 	return m, true
 }

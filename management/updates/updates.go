@@ -80,6 +80,13 @@ func (h *Hub) AccountChanged(acc account.ID) {
 	}
 }
 
+// Streams is how many streams of the account are open.
+func (h *Hub) Streams(acc account.ID) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs[acc])
+}
+
 // Accounts returns the accounts that have at least one open stream.
 func (h *Hub) Accounts() []account.ID {
 	h.mu.Lock()

@@ -1,0 +1,103 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/networkmap"
+	"github.com/wiremesh/wiremesh/management/store"
+)
+
+// snapshots shares one loaded account state among all streams of the
+// account: after a change, the first stream to look loads it (peers,
+// groups, policies, prepared as a networkmap.Index) and the others reuse
+// it, so a change costs one load per account instead of one per peer.
+type snapshots struct {
+	mu    sync.Mutex
+	byAcc map[account.ID]*snapEntry
+}
+
+type snapEntry struct {
+	mu     sync.Mutex // one load at a time
+	serial uint64
+	ix     *networkmap.Index // nil: account gone
+	loaded bool
+}
+
+func (c *snapshots) entry(acc account.ID) *snapEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byAcc == nil {
+		c.byAcc = map[account.ID]*snapEntry{}
+	}
+	e := c.byAcc[acc]
+	if e == nil {
+		e = &snapEntry{}
+		c.byAcc[acc] = e
+	}
+	return e
+}
+
+// forget drops an account's state (its last stream closed).
+func (c *snapshots) forget(acc account.ID) {
+	c.mu.Lock()
+	delete(c.byAcc, acc)
+	c.mu.Unlock()
+}
+
+// index returns the account's state at least as new as its serial now.
+func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID) (*networkmap.Index, error) {
+	var serial uint64
+	gone := false
+	err := st.Read(ctx, func(tx *store.Tx) error {
+		a, err := tx.In(acc).Account(ctx)
+		if errors.Is(err, store.ErrNotFound) {
+			gone = true
+			return nil
+		}
+		serial = a.Serial
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if gone {
+		return nil, nil
+	}
+	e := c.entry(acc)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.loaded && e.serial >= serial {
+		return e.ix, nil
+	}
+	var (
+		a      account.Account
+		ps     []account.Peer
+		access networkmap.Access
+	)
+	err = st.Read(ctx, func(tx *store.Tx) error {
+		at := tx.In(acc)
+		var err error
+		if a, err = at.Account(ctx); err != nil {
+			return err
+		}
+		if ps, err = at.Peers(ctx); err != nil {
+			return err
+		}
+		if access.Groups, err = at.Groups(ctx); err != nil {
+			return err
+		}
+		access.Policies, err = at.Policies(ctx)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.serial, e.ix, e.loaded = a.Serial, networkmap.NewIndex(a, ps, access), true
+	return e.ix, nil
+}
