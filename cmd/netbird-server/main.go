@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -47,6 +48,7 @@ type options struct {
 	turnSecret, turnRelayIP               string
 	relaySecret                           string
 	noRelay                               bool
+	certFile, keyFile                     string
 }
 
 func command() *cobra.Command {
@@ -68,6 +70,8 @@ func command() *cobra.Command {
 	f.StringVar(&o.turnSecret, "turn-secret", "", "TURN REST shared secret (default: random at each start)")
 	f.StringVar(&o.turnRelayIP, "turn-relay-ip", "", "IPv4 address of relayed TURN allocations (default: public address or first global IPv4)")
 	f.StringVar(&o.relaySecret, "relay-secret", "", "secret of relay tokens, shared with separate relays (default: random at each start)")
+	f.StringVar(&o.certFile, "tls-cert-file", "", "TLS certificate: serve https (management, signal, rels:// relay) on --listen and relay QUIC on the same UDP port")
+	f.StringVar(&o.keyFile, "tls-key-file", "", "TLS private key")
 	f.BoolVar(&o.noRelay, "disable-relay", false, "do not run the embedded relay (rel:// WebSocket on the --listen port)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	o.store = storeflag.Bind(f)
@@ -87,13 +91,25 @@ func run(ctx context.Context, o *options) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	var tlsConf *tls.Config
+	if o.certFile != "" || o.keyFile != "" {
+		cert, err := tls.LoadX509KeyPair(o.certFile, o.keyFile)
+		if err != nil {
+			return fmt.Errorf("TLS certificate: %w", err)
+		}
+		// h2 for gRPC (clients insist on it), http/1.1 for the relay's WebSocket.
+		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (choose another with --listen)", o.listen, err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
+	if tlsConf != nil {
+		ln = tls.NewListener(ln, tlsConf)
+	}
 
-	adv := mgmt.Advertiser{PublicHost: o.publicAddr, SignalPort: port}
+	adv := mgmt.Advertiser{PublicHost: o.publicAddr, SignalPort: port, SignalTLS: tlsConf != nil, RelayTLS: tlsConf != nil}
 	issuer := turncreds.Issuer{Secret: o.turnSecret}
 	if o.stunPort != 0 {
 		if issuer.Secret == "" {
@@ -133,11 +149,33 @@ func run(ctx context.Context, o *options) error {
 			}
 			host = ip.String()
 		}
-		instance := "rel://" + net.JoinHostPort(host, strconv.Itoa(port))
+		scheme := "rel://"
+		if tlsConf != nil {
+			scheme = "rels://"
+		}
+		instance := scheme + net.JoinHostPort(host, strconv.Itoa(port))
 		if rl, err = relay.New(relay.Options{InstanceURL: instance, Secret: relayAuth.Secret, Log: log}); err != nil {
 			return err
 		}
 		defer rl.Close()
+		if tlsConf != nil {
+			pc, err := net.ListenPacket("udp", net.JoinHostPort(ln.Addr().(*net.TCPAddr).IP.String(), strconv.Itoa(port)))
+			if err != nil {
+				return fmt.Errorf("relay QUIC on UDP %d: %w", port, err)
+			}
+			ql, err := relayconn.ListenQUIC(pc, tlsConf)
+			if err != nil {
+				pc.Close()
+				return err
+			}
+			defer pc.Close()
+			defer ql.Close()
+			go func() {
+				if err := rl.ServeQUIC(ql); err != nil {
+					log.Warn("relay QUIC listener", "err", err)
+				}
+			}()
+		}
 		mux := http.NewServeMux()
 		mux.Handle(relayconn.Path, rl)
 		handler = mux
@@ -157,7 +195,11 @@ func run(ctx context.Context, o *options) error {
 
 	fmt.Fprintf(os.Stderr, "netbird-server %s: management and signal on %s (gRPC), STUN/TURN on UDP %d, data in %s\n", version.Version, ln.Addr(), adv.STUNPort, o.dataDir)
 	fmt.Fprintf(os.Stderr, "Create a setup key:  netbird-server admin --datadir %s setup-keys create --reusable\n", o.dataDir)
-	fmt.Fprintf(os.Stderr, "Join a peer:         netbird up --management-url http://%s --setup-key KEY\n", hostPort(o.publicAddr, port))
+	scheme := "http"
+	if tlsConf != nil {
+		scheme = "https"
+	}
+	fmt.Fprintf(os.Stderr, "Join a peer:         netbird up --management-url %s://%s --setup-key KEY\n", scheme, hostPort(o.publicAddr, port))
 
 	// End long-lived streams first so that the graceful stop is quick.
 	stopStreams := context.AfterFunc(ctx, func() {

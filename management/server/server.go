@@ -215,9 +215,10 @@ type Advertiser struct {
 	SignalHost string // empty: the public/dialed host
 	SignalPort int
 	SignalTLS  bool
-	STUNPort   int // 0: no embedded STUN
-	TURNPort   int // 0: no embedded TURN
-	RelayPort  int // 0: no embedded relay (rel://host:port, WebSocket on the main port)
+	STUNPort   int  // 0: no embedded STUN
+	TURNPort   int  // 0: no embedded TURN
+	RelayPort  int  // 0: no embedded relay (rel://host:port, WebSocket on the main port)
+	RelayTLS   bool // the embedded relay is rels://
 	ExtraSTUNs []string
 	ExtraTURNs []string
 	Relays     []string // separate relays, rel:// or rels:// URLs
@@ -245,7 +246,11 @@ func (a Advertiser) Advertise(dialed string) grpcapi.Endpoints {
 		ep.TURNs = append(ep.TURNs, "turn:"+net.JoinHostPort(host, strconv.Itoa(a.TURNPort))+"?transport=udp")
 	}
 	if a.RelayPort != 0 {
-		ep.Relays = append(ep.Relays, "rel://"+net.JoinHostPort(host, strconv.Itoa(a.RelayPort)))
+		scheme := "rel://"
+		if a.RelayTLS {
+			scheme = "rels://"
+		}
+		ep.Relays = append(ep.Relays, scheme+net.JoinHostPort(host, strconv.Itoa(a.RelayPort)))
 	}
 	ep.Relays = append(ep.Relays, a.Relays...)
 	ep.STUNs = append(ep.STUNs, a.ExtraSTUNs...)
