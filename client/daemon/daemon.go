@@ -196,6 +196,9 @@ func (s *Server) Login(ctx context.Context, req *daemonpb.LoginRequest) (*daemon
 	if req.GetHostname() != "" {
 		cfg.Hostname = req.GetHostname()
 	}
+	if req.GetAdminURL() != "" {
+		cfg.AdminURL = req.GetAdminURL()
+	}
 	if req.InterfaceName != nil {
 		cfg.InterfaceName = req.GetInterfaceName()
 	}

@@ -31,6 +31,7 @@ func DefaultPath() string { return filepath.Join(Dir(), "config.json") }
 type Config struct {
 	PrivateKey    string `json:"private_key"`
 	ManagementURL string `json:"management_url,omitempty"`
+	AdminURL      string `json:"admin_url,omitempty"` // the dashboard, for the user's reference
 	Hostname      string `json:"hostname,omitempty"`
 	InterfaceName string `json:"interface_name,omitempty"`
 	WireguardPort int    `json:"wireguard_port,omitempty"`

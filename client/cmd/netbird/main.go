@@ -57,7 +57,7 @@ func root() *cobra.Command {
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&g.daemonAddr, "daemon-addr", "unix:///var/run/netbird.sock", "daemon service address (unix:///PATH)")
 	pf.StringVarP(&g.mgmtURL, "management-url", "m", "", "management server URL, e.g. http://HOST:33073 (remembered after the first up)")
-	pf.StringVar(&g.adminURL, "admin-url", "", "dashboard URL (accepted for compatibility)")
+	pf.StringVar(&g.adminURL, "admin-url", "", "dashboard URL, kept in the profile beside the management URL")
 	pf.StringVarP(&g.logLevel, "log-level", "l", "info", "debug, info, warn or error")
 	pf.StringVar(&g.logFile, "log-file", "console", "log destination: a path or console")
 	pf.StringVarP(&g.setupKey, "setup-key", "k", "", "setup key to register this machine")
@@ -159,7 +159,7 @@ func upDaemon(ctx context.Context, g *globals, f upFlags, setupKey string, chang
 		return err
 	}
 	defer done()
-	req := &daemonpb.LoginRequest{SetupKey: setupKey, ManagementUrl: g.mgmtURL, Hostname: g.hostname, TrustNewServerKey: f.trustNewKey}
+	req := &daemonpb.LoginRequest{SetupKey: setupKey, ManagementUrl: g.mgmtURL, AdminURL: g.adminURL, Hostname: g.hostname, TrustNewServerKey: f.trustNewKey}
 	if f.profile != "" {
 		req.ProfileName = &f.profile
 	}
