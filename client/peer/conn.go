@@ -352,7 +352,7 @@ func (c *Conn) run(ctx context.Context) {
 				c.onRelayReady(ev, &c.rl, c.onICE || (s != nil && s.connected), allowed)
 				configured = configured || c.rl.adopted
 			case relayLost:
-				c.onRelayLost(ctx, ev, &c.rl, c.onICE)
+				c.onRelayLost(ev, &c.rl, c.onICE)
 			case relayRetry:
 				c.startRelay(ctx, &c.rl)
 			case adoptRelay:

@@ -150,7 +150,7 @@ func (c *Conn) fallBackToRelay(r *relayPath, allowed []netip.Prefix) bool {
 }
 
 // onRelayLost forgets a closed relayed path and opens a new one.
-func (c *Conn) onRelayLost(ctx context.Context, ev relayLost, r *relayPath, onICE bool) {
+func (c *Conn) onRelayLost(ev relayLost, r *relayPath, onICE bool) {
 	if ev.gen != r.gen || r.pc == nil {
 		return
 	}
