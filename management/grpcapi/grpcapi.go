@@ -241,17 +241,6 @@ func dialedHost(ctx context.Context) string {
 	return auth
 }
 
-// loadMap computes the peer's current map from the account's shared
-// snapshot. ok is false when the peer (or its account) no longer exists.
-func (s *Server) loadMap(ctx context.Context, id account.PeerID, acc account.ID) (m networkmap.Map, ok bool, err error) {
-	ix, err := s.snaps.index(ctx, s.o.Store, acc)
-	if err != nil || ix == nil {
-		return networkmap.Map{}, false, err
-	}
-	m, ok = ix.Compute(id)
-	return m, ok, nil
-}
-
 func (s *Server) registeredPeer(ctx context.Context, pk key.Public) (account.Peer, error) {
 	var p account.Peer
 	err := s.o.Store.Read(ctx, func(tx *store.Tx) error {

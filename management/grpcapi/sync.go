@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/wiremesh/wiremesh/management/networkmap"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
@@ -69,12 +70,26 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	}
 	var sent uint64
 	var lastFP [32]byte
+	var lastSig networkmap.Sig
 	// push sends the current map if it is newer than what the peer has. It
 	// returns done=true when the peer was deleted.
 	push := func(full bool) (done bool, err error) {
-		m, ok, err := s.loadMap(ctx, peer.ID, peer.AccountID)
+		ix, err := s.snaps.index(ctx, s.o.Store, peer.AccountID)
 		if err != nil {
 			return false, status.Error(codes.Internal, "compute network map")
+		}
+		var (
+			m  networkmap.Map
+			ok bool
+		)
+		if ix != nil {
+			// Unchanged inputs, unchanged map: skip the computation.
+			if sig, known := ix.Signature(peer.ID); known && !full && sig == lastSig {
+				return false, nil
+			} else if known {
+				lastSig = sig
+			}
+			m, ok = ix.Compute(peer.ID)
 		}
 		if !ok {
 			s.o.Log.InfoContext(ctx, "peer removed, closing its stream", "peer", peer.ID)

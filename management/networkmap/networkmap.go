@@ -6,6 +6,8 @@
 package networkmap
 
 import (
+	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"slices"
 	"sort"
@@ -103,6 +105,7 @@ type rule struct {
 	r        account.Rule
 	policy   account.PolicyID
 	src, dst map[account.PeerID]bool
+	sig      sig128 // the rule and the records of every peer it names
 }
 
 // Index is one account state prepared for computing many peers' maps:
@@ -115,14 +118,20 @@ type Index struct {
 	allowAll bool
 	rules    []rule
 	byPeer   map[account.PeerID][]int // rules naming the peer as source or destination
+	records  map[account.PeerID]sig128
+	everyone sig128 // all peers' records, for allow-all maps
 }
 
 // NewIndex prepares an account state.
 func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 	ix := &Index{acc: acc, peers: slices.Clone(peers), byID: make(map[account.PeerID]account.Peer, len(peers)), byPeer: map[account.PeerID][]int{}}
 	sort.Slice(ix.peers, func(i, j int) bool { return ix.peers[i].IP.Less(ix.peers[j].IP) })
+	ix.records = make(map[account.PeerID]sig128, len(peers))
 	for _, p := range peers {
 		ix.byID[p.ID] = p
+		r := record(p)
+		ix.records[p.ID] = r
+		ix.everyone = ix.everyone.add(r)
 	}
 	members := access.members(peers)
 	allGroups := map[account.GroupID]bool{}
@@ -157,6 +166,13 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 				continue
 			}
 			rr := rule{r: r, policy: pol.ID, src: union(r.Sources), dst: union(r.Destinations)}
+			rr.sig = ruleSig(pol.ID, r)
+			for id := range rr.src {
+				rr.sig = rr.sig.add(ix.records[id].mix(1))
+			}
+			for id := range rr.dst {
+				rr.sig = rr.sig.add(ix.records[id].mix(2))
+			}
 			n := len(ix.rules)
 			ix.rules = append(ix.rules, rr)
 			for id := range rr.src {
@@ -170,6 +186,67 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 		}
 	}
 	return ix
+}
+
+// Signature summarizes everything self's map depends on: the account's
+// network and domain, self's own record, and for each rule naming self the
+// rule and the records of the peers it names (or, under allow-all, every
+// peer's record). Equal signatures mean equal maps, so a stream whose
+// signature did not change skips the computation: after a change, the work
+// is proportional to the peers it affects.
+func (ix *Index) Signature(self account.PeerID) (Sig, bool) {
+	me, ok := ix.records[self]
+	if !ok {
+		return Sig{}, false
+	}
+	h := newSig(ix.acc.Domain, ix.acc.Network.String()).add(me.mix(3))
+	if ix.allowAll {
+		h = h.add(ix.everyone.mix(4))
+	}
+	for _, i := range ix.byPeer[self] {
+		h = h.add(ix.rules[i].sig.mix(5))
+	}
+	return Sig(h), true
+}
+
+// Sig is a map signature (see Index.Signature).
+type Sig sig128
+
+// sig128 is an order-independent 128-bit sum of hashes.
+type sig128 struct{ a, b uint64 }
+
+func (s sig128) add(o sig128) sig128 { return sig128{s.a + o.a, s.b + o.b} }
+
+// mix makes the same value count differently in different roles.
+func (s sig128) mix(role uint64) sig128 {
+	return sig128{splitmix(s.a ^ role*0x9e3779b97f4a7c15), splitmix(s.b ^ role*0xbf58476d1ce4e5b9)}
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+func newSig(parts ...string) sig128 {
+	a, b := fnv.New64a(), fnv.New64()
+	for _, p := range parts {
+		a.Write([]byte(p))
+		a.Write([]byte{0})
+		b.Write([]byte(p))
+		b.Write([]byte{0})
+	}
+	return sig128{a.Sum64(), b.Sum64()}
+}
+
+// record covers what a map shows of a peer.
+func record(p account.Peer) sig128 {
+	return newSig(string(p.ID), p.IP.String(), p.Key.String(), p.DNSLabel, p.SSHPubKey, p.Name)
+}
+
+func ruleSig(pol account.PolicyID, r account.Rule) sig128 {
+	return newSig(string(pol), r.ID, r.Action, r.Protocol, fmt.Sprint(r.Bidirectional, r.Ports, r.PortRanges))
 }
 
 // Compute returns the map of self (ok=false if self is not a peer).

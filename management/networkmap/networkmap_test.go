@@ -181,3 +181,53 @@ func TestPolicies(t *testing.T) {
 		}
 	}
 }
+
+// TestSignature: a change that cannot affect a peer's map leaves its
+// signature, one that does changes it.
+func TestSignature(t *testing.T) {
+	acc := account.Account{ID: "a", Network: netip.MustParsePrefix("100.70.0.0/16")}
+	ip := func(n byte) netip.Addr { return netip.AddrFrom4([4]byte{100, 70, 0, n}) }
+	peers := []account.Peer{{ID: "a1", IP: ip(1)}, {ID: "b1", IP: ip(2)}, {ID: "c1", IP: ip(3)}}
+	base := Access{Groups: []account.Group{{ID: "all", All: true}, {ID: "A", Peers: []account.PeerID{"a1"}}, {ID: "B", Peers: []account.PeerID{"b1"}}},
+		Policies: []account.Policy{{ID: "p", Enabled: true, Rules: []account.Rule{{ID: "r", Enabled: true, Action: account.ActionAccept,
+			Protocol: account.ProtoTCP, Ports: []uint16{22}, Sources: []account.GroupID{"A"}, Destinations: []account.GroupID{"B"}}}}}}
+	sig := func(ps []account.Peer, a Access, id account.PeerID) Sig {
+		s, ok := NewIndex(acc, ps, a).Signature(id)
+		if !ok {
+			t.Fatalf("no signature for %s", id)
+		}
+		return s
+	}
+	before := map[account.PeerID]Sig{}
+	for _, p := range peers {
+		before[p.ID] = sig(peers, base, p.ID)
+	}
+	// A new group nobody's rules name: nothing changes.
+	unrelated := base
+	unrelated.Groups = append(append([]account.Group(nil), base.Groups...), account.Group{ID: "C", Peers: []account.PeerID{"c1"}})
+	for _, p := range peers {
+		if sig(peers, unrelated, p.ID) != before[p.ID] {
+			t.Errorf("%s's signature moved on an unrelated group", p.ID)
+		}
+	}
+	// c1 renamed: a1 and b1 do not see it.
+	renamed := append([]account.Peer(nil), peers...)
+	renamed[2].DNSLabel = "new"
+	if sig(renamed, base, "a1") != before["a1"] || sig(renamed, base, "c1") == before["c1"] {
+		t.Error("rename of c1: wrong signatures")
+	}
+	// The rule's port changes: a1 and b1 are affected, c1 is not.
+	ported := base
+	ported.Policies = []account.Policy{base.Policies[0]}
+	ported.Policies[0].Rules = []account.Rule{base.Policies[0].Rules[0]}
+	ported.Policies[0].Rules[0].Ports = []uint16{2222}
+	if sig(peers, ported, "a1") == before["a1"] || sig(peers, ported, "b1") == before["b1"] || sig(peers, ported, "c1") != before["c1"] {
+		t.Error("port change: wrong signatures")
+	}
+	// b1's key changes: a1 sees it.
+	rekeyed := append([]account.Peer(nil), peers...)
+	rekeyed[1].SSHPubKey = "ssh-ed25519 AAAA"
+	if sig(rekeyed, base, "a1") == before["a1"] || sig(rekeyed, base, "c1") != before["c1"] {
+		t.Error("b1's record change: wrong signatures")
+	}
+}
