@@ -201,6 +201,15 @@ func TestAgentLifecycle(t *testing.T) {
 	if _, ok := m.WaitPing(a, ipB, 20*time.Second); !ok {
 		t.Fatal("a cannot reach b")
 	}
+	// The pair starts on the relay, which lives in the server this test
+	// restarts: wait for the direct path, the tunnel a restart must not touch.
+	deadline := time.Now().Add(15 * time.Second)
+	for m.ConnType(a, ipB) != "P2P" || m.ConnType(b, ipA) != "P2P" {
+		if time.Now().After(deadline) {
+			t.Fatal("a and b never went P2P")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 
 	// Continuous pings a -> b while a third peer joins and leaves and while
 	// management restarts: none may be lost.
@@ -231,7 +240,7 @@ func TestAgentLifecycle(t *testing.T) {
 	}
 
 	// After the restart both agents reconnect, and a new peer can join.
-	deadline := time.Now().Add(20 * time.Second)
+	deadline = time.Now().Add(20 * time.Second)
 	for !m.Status(a).Management.Connected {
 		if time.Now().After(deadline) {
 			t.Fatal("a did not reconnect to management")
