@@ -9,12 +9,14 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -26,6 +28,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/networkmap"
 	"github.com/wiremesh/wiremesh/management/peers"
+	"github.com/wiremesh/wiremesh/management/ratelimit"
 	"github.com/wiremesh/wiremesh/management/setupkey"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/turncreds"
@@ -89,6 +92,9 @@ type Server struct {
 	syncs  atomic.Int64
 	closed chan struct{}
 	snaps  snapshots
+	// keyGuard limits wrong setup keys per source address: 10 at once,
+	// then one per 6 s.
+	keyGuard *ratelimit.Failures
 }
 
 // New returns a Server. Call Close to end open streams.
@@ -99,7 +105,7 @@ func New(o Options) *Server {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Server{o: o, pub: o.ServerKey.Public(), closed: make(chan struct{})}
+	return &Server{o: o, pub: o.ServerKey.Public(), closed: make(chan struct{}), keyGuard: ratelimit.New(10, 6*time.Second, o.Now)}
 }
 
 // Register adds the service to g.
@@ -164,6 +170,10 @@ func (s *Server) Login(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgmt
 	if lr.GetSetupKey() == "" && lr.GetJwtToken() != "" {
 		return nil, status.Error(codes.PermissionDenied, "SSO login is not configured on this server; use a setup key")
 	}
+	src := sourceAddr(ctx)
+	if lr.GetSetupKey() != "" && !s.keyGuard.Allow(src) {
+		return nil, status.Error(codes.ResourceExhausted, "too many invalid setup keys from this address; wait a minute and check the key")
+	}
 	peer, acc, err := s.o.Peers.Login(ctx, peers.LoginInput{
 		Key:       pk,
 		SetupKey:  lr.GetSetupKey(),
@@ -171,6 +181,9 @@ func (s *Server) Login(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgmt
 		SSHPubKey: clip(string(lr.GetPeerKeys().GetSshPubKey())),
 	})
 	if err != nil {
+		if errors.Is(err, setupkey.ErrUnknown) || errors.Is(err, setupkey.ErrMalformed) {
+			s.keyGuard.Fail(src) // guessing: slow the source down
+		}
 		return nil, s.loginError(ctx, pk, err)
 	}
 	m := networkmap.Map{Domain: acc.Domain, Network: acc.Network, Self: peer}
@@ -270,4 +283,17 @@ func (s *Server) refreshEvery() time.Duration {
 		d = min(d, s.o.Relay.ttl()*3/4)
 	}
 	return d
+}
+
+// sourceAddr is the client's IP address (the zero Addr if unknown).
+func sourceAddr(ctx context.Context) netip.Addr {
+	p, ok := grpcpeer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return netip.Addr{}
+	}
+	ap, err := netip.ParseAddrPort(p.Addr.String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -681,5 +682,44 @@ func TestOnlyAffectedPeersGetUpdates(t *testing.T) {
 	last := settle()
 	if last["a"] != after["a"] || last["b"] == after["b"] || last["c"] == after["c"] {
 		t.Fatalf("updates after C -> B: a %d, b %d, c %d (want only b and c)", last["a"]-after["a"], last["b"]-after["b"], last["c"]-after["c"])
+	}
+}
+
+// TestSetupKeyGuessingLimited: a source that keeps presenting unknown
+// setup keys is refused after a burst, while registered peers of the same
+// source still log in.
+func TestSetupKeyGuessingLimited(t *testing.T) {
+	e := start(t, t.TempDir(), turncreds.Issuer{})
+	_, secret := e.setupKey(setupkey.Options{Reusable: true})
+	c := ctx(t)
+	member := testpeer.New(e.conn, "member")
+	if _, err := member.Login(c, secret); err != nil {
+		t.Fatal(err)
+	}
+	limited := false
+	for i := range 30 {
+		_, err := testpeer.New(e.conn, "guesser").Login(c, uuid.NewString())
+		switch code(err) {
+		case codes.PermissionDenied:
+			if i >= 10 {
+				t.Fatalf("guess %d still answered PermissionDenied", i+1)
+			}
+		case codes.ResourceExhausted:
+			if i < 10 {
+				t.Fatalf("limited after only %d guesses", i)
+			}
+			limited = true
+		default:
+			t.Fatalf("guess %d: %v", i+1, err)
+		}
+	}
+	if !limited {
+		t.Fatal("30 wrong setup keys were never limited")
+	}
+	if _, err := member.Login(c, ""); err != nil {
+		t.Fatalf("a registered peer of the limited source cannot log in: %v", err)
+	}
+	if _, err := testpeer.New(e.conn, "late").Login(c, secret); code(err) != codes.ResourceExhausted {
+		t.Fatalf("a key from the limited source during the cooldown: %v", err)
 	}
 }
