@@ -61,11 +61,12 @@ const (
 // Filter is safe for concurrent use (WireGuard reads and writes the TUN
 // from different goroutines).
 type Filter struct {
-	mu       sync.RWMutex
-	rules    []Rule
-	allowAll bool
+	mu sync.RWMutex
+	// the rules, split by what the packet path asks
+	outDrop, inDrop, inAccept []Rule
+	allowAll                  bool
 
-	cmu   sync.Mutex
+	cmu   sync.RWMutex
 	flows map[flow]time.Time
 	swept time.Time
 	now   func() time.Time
@@ -81,8 +82,19 @@ func New() *Filter {
 // rules still apply). Tracked connections stay: a policy change does not
 // cut replies to what the host already opened.
 func (f *Filter) SetRules(rules []Rule, allowAll bool) {
+	var outDrop, inDrop, inAccept []Rule
+	for _, r := range rules {
+		switch {
+		case r.Inbound && r.Accept:
+			inAccept = append(inAccept, r)
+		case r.Inbound:
+			inDrop = append(inDrop, r)
+		case !r.Accept:
+			outDrop = append(outDrop, r)
+		}
+	}
 	f.mu.Lock()
-	f.rules, f.allowAll = rules, allowAll
+	f.outDrop, f.inDrop, f.inAccept, f.allowAll = outDrop, inDrop, inAccept, allowAll
 	f.mu.Unlock()
 }
 
@@ -141,13 +153,13 @@ func (f *Filter) Outbound(b []byte) bool {
 		return true // not IPv4: nothing of ours to filter
 	}
 	f.mu.RLock()
-	for _, r := range f.rules {
-		if !r.Inbound && !r.Accept && r.matches(p.dst, p.proto, p.dport, p.hasPorts) {
-			f.mu.RUnlock()
+	outDrop := f.outDrop
+	f.mu.RUnlock()
+	for _, r := range outDrop {
+		if r.matches(p.dst, p.proto, p.dport, p.hasPorts) {
 			return false
 		}
 	}
-	f.mu.RUnlock()
 	if p.hasPorts || p.icmpEcho {
 		f.track(flow{proto: p.proto, local: p.src, remote: p.dst, lport: p.sport, rport: p.dport})
 	}
@@ -161,10 +173,10 @@ func (f *Filter) Inbound(b []byte) bool {
 		return false
 	}
 	f.mu.RLock()
-	rules, allowAll := f.rules, f.allowAll
+	inDrop, inAccept, allowAll := f.inDrop, f.inAccept, f.allowAll
 	f.mu.RUnlock()
-	for _, r := range rules {
-		if r.Inbound && !r.Accept && r.matches(p.src, p.proto, p.dport, p.hasPorts) {
+	for _, r := range inDrop {
+		if r.matches(p.src, p.proto, p.dport, p.hasPorts) {
 			return false
 		}
 	}
@@ -180,8 +192,8 @@ func (f *Filter) Inbound(b []byte) bool {
 	if p.icmpEcho && p.icmpReply {
 		return false // an unsolicited echo reply
 	}
-	for _, r := range rules {
-		if r.Inbound && r.Accept && r.matches(p.src, p.proto, p.dport, p.hasPorts) {
+	for _, r := range inAccept {
+		if r.matches(p.src, p.proto, p.dport, p.hasPorts) {
 			return true
 		}
 	}
@@ -190,6 +202,14 @@ func (f *Filter) Inbound(b []byte) bool {
 
 func (f *Filter) track(fl flow) {
 	now := f.now()
+	// Every outbound packet passes here: refresh a flow at most once a
+	// second, under the read lock otherwise.
+	f.cmu.RLock()
+	t, ok := f.flows[fl]
+	f.cmu.RUnlock()
+	if ok && now.Sub(t) < time.Second {
+		return
+	}
 	f.cmu.Lock()
 	defer f.cmu.Unlock()
 	f.flows[fl] = now
@@ -208,8 +228,8 @@ func (f *Filter) track(fl flow) {
 }
 
 func (f *Filter) known(fl flow) bool {
-	f.cmu.Lock()
-	defer f.cmu.Unlock()
+	f.cmu.RLock()
+	defer f.cmu.RUnlock()
 	t, ok := f.flows[fl]
 	if !ok {
 		return false
@@ -223,7 +243,7 @@ func (f *Filter) known(fl flow) bool {
 
 // Tracked is how many connections the filter remembers.
 func (f *Filter) Tracked() int {
-	f.cmu.Lock()
-	defer f.cmu.Unlock()
+	f.cmu.RLock()
+	defer f.cmu.RUnlock()
 	return len(f.flows)
 }
