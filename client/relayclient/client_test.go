@@ -3,19 +3,10 @@ package relayclient
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -23,6 +14,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/internal/proctest"
 	"github.com/wiremesh/wiremesh/internal/relaywire"
+	"github.com/wiremesh/wiremesh/internal/testcert"
 )
 
 const secret = "relay-test-secret"
@@ -210,8 +202,9 @@ func TestForeignRelay(t *testing.T) {
 // TestTLSRelay: a rels:// relay with a certificate carries datagrams over
 // WebSocket with TLS, its QUIC listener running beside.
 func TestTLSRelay(t *testing.T) {
-	dir := t.TempDir()
-	pool := writeCert(t, dir)
+	cert := testcert.New(t)
+	certFile, keyFile := cert.Write(t, t.TempDir())
+	pool := cert.Pool
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +213,7 @@ func TestTLSRelay(t *testing.T) {
 	ln.Close()
 	url := "rels://" + addr
 	p := proctest.Start(t, nil, "netbird-relay", "-l", addr, "-e", url, "-s", secret,
-		"--tls-cert-file", filepath.Join(dir, "cert.pem"), "--tls-key-file", filepath.Join(dir, "key.pem"))
+		"--tls-cert-file", certFile, "--tls-key-file", keyFile)
 	p.Wait(t, regexp.MustCompile(`exposed as`), 20*time.Second)
 
 	cred := relaywire.Issue(secret, time.Now().Add(time.Hour))
@@ -261,24 +254,4 @@ func TestTLSRelay(t *testing.T) {
 	if n, err := pb.Read(buf); err != nil || string(buf[:n]) != "over tls" {
 		t.Fatalf("got %q %v", buf[:n], err)
 	}
-}
-
-func writeCert(t *testing.T, dir string) *x509.CertPool {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "relay.test"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalECPrivateKey(k)
-	_ = os.WriteFile(filepath.Join(dir, "cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	_ = os.WriteFile(filepath.Join(dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return pool
 }

@@ -2,16 +2,7 @@ package main_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -22,29 +13,10 @@ import (
 	"github.com/wiremesh/wiremesh/internal/proctest"
 	"github.com/wiremesh/wiremesh/internal/relayconn"
 	"github.com/wiremesh/wiremesh/internal/relaywire"
+	"github.com/wiremesh/wiremesh/internal/testcert"
 	"github.com/wiremesh/wiremesh/internal/testpeer"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
-
-func writeCert(t *testing.T, dir string) *x509.CertPool {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalECPrivateKey(k)
-	_ = os.WriteFile(filepath.Join(dir, "cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	_ = os.WriteFile(filepath.Join(dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return pool
-}
 
 // TestTLS runs the all-in-one server with a certificate: management and
 // signal answer gRPC over TLS, clients are told to use TLS for signal and
@@ -52,9 +24,11 @@ func writeCert(t *testing.T, dir string) *x509.CertPool {
 // the same port, accepting the token management issued.
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
-	pool := writeCert(t, dir)
+	cert := testcert.New(t)
+	certFile, keyFile := cert.Write(t, dir)
+	pool := cert.Pool
 	srv := proctest.Start(t, nil, "netbird-server", "--datadir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--stun-port", "0",
-		"--public-address", "127.0.0.1", "--tls-cert-file", filepath.Join(dir, "cert.pem"), "--tls-key-file", filepath.Join(dir, "key.pem"))
+		"--public-address", "127.0.0.1", "--tls-cert-file", certFile, "--tls-key-file", keyFile)
 	addr := srv.Wait(t, listening, 30*time.Second)[1]
 	key := createKey(t, "netbird-server", filepath.Join(dir, "data"), "--reusable")
 

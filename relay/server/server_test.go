@@ -3,14 +3,8 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +17,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/relayconn"
 	"github.com/wiremesh/wiremesh/internal/relaywire"
+	"github.com/wiremesh/wiremesh/internal/testcert"
 )
 
 const secret = "test-relay-secret"
@@ -355,23 +350,6 @@ func TestShutdownSendsClose(t *testing.T) {
 	}
 }
 
-func selfSigned(t *testing.T) (*tls.Config, *x509.CertPool) {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "relay.test"}, DNSNames: []string{"relay.test"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: k}}}, pool
-}
-
 func TestQUIC(t *testing.T) {
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -382,7 +360,8 @@ func TestQUIC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc, pool := selfSigned(t)
+	cert := testcert.New(t)
+	tc, pool := &tls.Config{Certificates: []tls.Certificate{cert.TLS}}, cert.Pool
 	ln, err := relayconn.ListenQUIC(pc, tc)
 	if err != nil {
 		t.Fatal(err)
