@@ -21,6 +21,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/grpcserver"
 	"github.com/wiremesh/wiremesh/internal/logging"
+	"github.com/wiremesh/wiremesh/internal/metrics"
 	"github.com/wiremesh/wiremesh/internal/netaddr"
 	"github.com/wiremesh/wiremesh/internal/relayconn"
 	"github.com/wiremesh/wiremesh/internal/turnserver"
@@ -130,7 +131,7 @@ func run(ctx context.Context, o *options) error {
 		log.Info("STUN/TURN listening", "udp_port", ts.Port(), "relay_ip", relayIP)
 	}
 
-	handler := http.NotFoundHandler()
+	mux := http.NewServeMux()
 	var rl *relay.Server
 	relayAuth := grpcapi.RelayAuth{Secret: o.relaySecret}
 	if !o.noRelay {
@@ -176,9 +177,7 @@ func run(ctx context.Context, o *options) error {
 				}
 			}()
 		}
-		mux := http.NewServeMux()
 		mux.Handle(relayconn.Path, rl)
-		handler = mux
 		adv.RelayPort = port
 		log.Info("relay listening", "instance", instance)
 	}
@@ -210,7 +209,13 @@ func run(ctx context.Context, o *options) error {
 		}
 	})
 	defer stopStreams()
-	return grpcserver.Serve(ctx, ln, g, handler, log, 5*time.Second)
+	sources := []func() []metrics.Sample{m.API.Metrics, s.Metrics}
+	if rl != nil {
+		sources = append(sources, rl.Metrics)
+	}
+	mux.Handle("/metrics", metrics.Handler(sources...))
+	mux.Handle("/healthz", metrics.Health(m.Healthy))
+	return grpcserver.Serve(ctx, ln, g, mux, log, 5*time.Second)
 }
 
 func randomSecret() (string, error) {

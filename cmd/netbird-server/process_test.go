@@ -2,7 +2,9 @@ package main_test
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -210,4 +212,36 @@ func TestSeparateServers(t *testing.T) {
 		t.Fatalf("recv %v %v", got, err)
 	}
 	_ = key.Size
+}
+
+// TestMetricsAndHealth: the main port answers /metrics (management,
+// signal and relay counters) and /healthz.
+func TestMetricsAndHealth(t *testing.T) {
+	dir := t.TempDir()
+	srv := proctest.Start(t, nil, "netbird-server", "--datadir", dir, "--listen", "127.0.0.1:0", "--stun-port", "0")
+	addr := srv.Wait(t, listening, 30*time.Second)[1]
+	key := createKey(t, "netbird-server", dir, "--reusable")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := testpeer.New(dial(t, addr), "m").Login(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := get("/metrics")
+	for _, want := range []string{"management_logins_total 1", "management_sync_streams 0", "signal_streams 0", "relay_connections 0", "# TYPE management_logins_total counter"} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("/metrics (%d) lacks %q:\n%s", code, want, body)
+		}
+	}
+	if code, body := get("/healthz"); code != 200 || !strings.Contains(body, `"ok"`) {
+		t.Fatalf("/healthz: %d %s", code, body)
+	}
 }

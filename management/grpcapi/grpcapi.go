@@ -23,6 +23,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/envelope"
 	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/internal/metrics"
 	"github.com/wiremesh/wiremesh/internal/relaywire"
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/account"
@@ -95,6 +96,8 @@ type Server struct {
 	// keyGuard limits wrong setup keys per source address: 10 at once,
 	// then one per 6 s.
 	keyGuard *ratelimit.Failures
+
+	logins, loginFailures, mapsSent, mapsSkipped, guessesRefused atomic.Int64
 }
 
 // New returns a Server. Call Close to end open streams.
@@ -172,6 +175,7 @@ func (s *Server) Login(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgmt
 	}
 	src := sourceAddr(ctx)
 	if lr.GetSetupKey() != "" && !s.keyGuard.Allow(src) {
+		s.guessesRefused.Add(1)
 		return nil, status.Error(codes.ResourceExhausted, "too many invalid setup keys from this address; wait a minute and check the key")
 	}
 	peer, acc, err := s.o.Peers.Login(ctx, peers.LoginInput{
@@ -181,11 +185,13 @@ func (s *Server) Login(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgmt
 		SSHPubKey: clip(string(lr.GetPeerKeys().GetSshPubKey())),
 	})
 	if err != nil {
+		s.loginFailures.Add(1)
 		if errors.Is(err, setupkey.ErrUnknown) || errors.Is(err, setupkey.ErrMalformed) {
 			s.keyGuard.Fail(src) // guessing: slow the source down
 		}
 		return nil, s.loginError(ctx, pk, err)
 	}
+	s.logins.Add(1)
 	m := networkmap.Map{Domain: acc.Domain, Network: acc.Network, Self: peer}
 	resp := &mgmtpb.LoginResponse{
 		NetbirdConfig: s.netbirdConfig(ctx),
@@ -296,4 +302,19 @@ func sourceAddr(ctx context.Context) netip.Addr {
 		return netip.Addr{}
 	}
 	return ap.Addr().Unmap()
+}
+
+// Metrics are management's counters.
+func (s *Server) Metrics() []metrics.Sample {
+	c := func(name, help string, v int64) metrics.Sample {
+		return metrics.Sample{Name: name, Help: help, Kind: metrics.Counter, Value: float64(v)}
+	}
+	return []metrics.Sample{
+		{Name: "management_sync_streams", Help: "open Sync streams (connected peers)", Kind: metrics.Gauge, Value: float64(s.syncs.Load())},
+		c("management_logins_total", "successful logins and registrations", s.logins.Load()),
+		c("management_login_failures_total", "refused logins", s.loginFailures.Load()),
+		c("management_setup_key_guesses_refused_total", "logins refused by the per-source wrong-key limit", s.guessesRefused.Load()),
+		c("management_maps_sent_total", "network maps sent on Sync streams", s.mapsSent.Load()),
+		c("management_maps_skipped_total", "account changes that left a stream's map as it was (nothing sent)", s.mapsSkipped.Load()),
+	}
 }

@@ -85,6 +85,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		if ix != nil {
 			// Unchanged inputs, unchanged map: skip the computation.
 			if sig, known := ix.Signature(peer.ID); known && !full && sig == lastSig {
+				s.mapsSkipped.Add(1)
 				return false, nil
 			} else if known {
 				lastSig = sig
@@ -109,9 +110,11 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		// only the affected peers get an update.
 		fp := mapFingerprint(r.GetNetworkMap())
 		if !full && fp == lastFP {
+			s.mapsSkipped.Add(1)
 			return false, nil
 		}
 		lastFP = fp
+		s.mapsSent.Add(1)
 		return false, send(r)
 	}
 	if done, err := push(true); done || err != nil {

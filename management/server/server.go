@@ -257,3 +257,11 @@ func (a Advertiser) Advertise(dialed string) grpcapi.Endpoints {
 	ep.TURNs = append(ep.TURNs, a.ExtraTURNs...)
 	return ep
 }
+
+// Healthy reports whether the store answers (a quick schema query).
+func (s *Server) Healthy(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := s.Store.SchemaVersion(ctx)
+	return err
+}

@@ -62,7 +62,7 @@ type Server struct {
 	offline map[relaywire.PeerID]map[*peer]struct{} // "tell me when X leaves"
 	closed  bool
 
-	m metrics
+	m counters
 }
 
 // New returns a relay. Close it to disconnect every peer.
@@ -353,7 +353,7 @@ func (s *Server) Stats() Stats {
 	return st
 }
 
-type metrics struct {
+type counters struct {
 	accepted, authFailures, connections                  atomic.Int64
 	forwarded, bytes                                     atomic.Int64
 	dropped, droppedNoPeer, droppedQueue, droppedLimited atomic.Int64

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/internal/metrics"
 	"github.com/wiremesh/wiremesh/proto/signalpb"
 )
 
@@ -210,5 +211,17 @@ func (s *Server) ConnectStream(stream grpc.BidiStreamingServer[signalpb.Encrypte
 			// Half-closed by the client: keep delivering until the context ends.
 			recvDone = nil
 		}
+	}
+}
+
+// Metrics are signal's counters.
+func (s *Server) Metrics() []metrics.Sample {
+	s.mu.Lock()
+	streams := len(s.peers)
+	s.mu.Unlock()
+	return []metrics.Sample{
+		{Name: "signal_streams", Help: "connected peers", Kind: metrics.Gauge, Value: float64(streams)},
+		{Name: "signal_messages_forwarded_total", Help: "messages relayed between peers", Kind: metrics.Counter, Value: float64(s.forwarded.Load())},
+		{Name: "signal_messages_dropped_total", Help: "messages for absent peers", Kind: metrics.Counter, Value: float64(s.dropped.Load())},
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/grpcserver"
 	"github.com/wiremesh/wiremesh/internal/logging"
+	"github.com/wiremesh/wiremesh/internal/metrics"
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/admin"
 	"github.com/wiremesh/wiremesh/management/grpcapi"
@@ -113,7 +114,10 @@ func command() *cobra.Command {
 		fmt.Fprintf(os.Stderr, "Create a setup key: netbird-mgmt admin --datadir %s setup-keys create --reusable\n", dataDir)
 		stopStreams := context.AfterFunc(ctx, m.API.Close)
 		defer stopStreams()
-		return grpcserver.Serve(ctx, ln, g, http.NotFoundHandler(), log, 5*time.Second)
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", metrics.Handler(m.API.Metrics))
+		mux.Handle("/healthz", metrics.Health(m.Healthy))
+		return grpcserver.Serve(ctx, ln, g, mux, log, 5*time.Second)
 	}
 	cmd.AddCommand(admin.Command(defaultDir), admin.MigrateCommand(defaultDir))
 	return cmd

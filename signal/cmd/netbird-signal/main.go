@@ -15,6 +15,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/grpcserver"
 	"github.com/wiremesh/wiremesh/internal/logging"
+	"github.com/wiremesh/wiremesh/internal/metrics"
 	"github.com/wiremesh/wiremesh/internal/version"
 	sig "github.com/wiremesh/wiremesh/signal/server"
 )
@@ -45,7 +46,10 @@ func main() {
 			fmt.Fprintf(os.Stderr, "netbird-signal %s: signal gRPC on %s\n", version.Version, ln.Addr())
 			stopStreams := context.AfterFunc(ctx, s.Close)
 			defer stopStreams()
-			return grpcserver.Serve(ctx, ln, g, http.NotFoundHandler(), log, 5*time.Second)
+			mux := http.NewServeMux()
+			mux.Handle("/metrics", metrics.Handler(s.Metrics))
+			mux.Handle("/healthz", metrics.Health(nil))
+			return grpcserver.Serve(ctx, ln, g, mux, log, 5*time.Second)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", ":10000", "TCP address for signal gRPC")
