@@ -1,7 +1,12 @@
 package e2e
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +77,55 @@ func TestRelayFirst(t *testing.T) {
 	}
 	if r := m.relayOf(a, ipB); r != "" {
 		t.Errorf("P2P pair still reports relay %q", r)
+	}
+
+	// A debug bundle of c holds its status and its profile without secrets.
+	bundle := filepath.Join(t.TempDir(), "bundle.tar.gz")
+	if out, err := m.CLI(c, "debug", "bundle", "-o", bundle); err != nil {
+		t.Fatalf("debug bundle: %v\n%s", err, out)
+	}
+	files := readTarGz(t, bundle)
+	if !strings.Contains(files["status.json"], ipA) || !strings.Contains(files["config.json"], "(redacted)") {
+		t.Fatalf("bundle: status %q, config %q", files["status.json"], files["config.json"])
+	}
+	cfg, _ := os.ReadFile(filepath.Join(c.Dir, "config.json"))
+	var keyed struct {
+		PrivateKey string `json:"private_key"`
+	}
+	_ = json.Unmarshal(cfg, &keyed)
+	for name, body := range files {
+		if keyed.PrivateKey != "" && strings.Contains(body, keyed.PrivateKey) {
+			t.Fatalf("%s in the bundle holds the private key", name)
+		}
+		if strings.Contains(body, m.Key) {
+			t.Fatalf("%s in the bundle holds the setup key", name)
+		}
+	}
+}
+
+func readTarGz(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	out := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		out[h.Name] = string(b)
 	}
 }
 
