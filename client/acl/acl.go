@@ -218,11 +218,7 @@ func (f *Filter) track(fl flow) {
 	f.flows[fl] = now
 	if now.Sub(f.swept) > time.Minute {
 		for k, t := range f.flows {
-			idle := otherIdle
-			if k.proto == ProtoTCP {
-				idle = tcpIdle
-			}
-			if now.Sub(t) > idle {
+			if now.Sub(t) > idleFor(k.proto) {
 				delete(f.flows, k)
 			}
 		}
@@ -237,16 +233,13 @@ func (f *Filter) known(fl flow) bool {
 	if !ok {
 		return false
 	}
-	idle := otherIdle
-	if fl.proto == ProtoTCP {
-		idle = tcpIdle
-	}
-	return f.now().Sub(t) <= idle
+	return f.now().Sub(t) <= idleFor(fl.proto)
 }
 
-// Tracked is how many connections the filter remembers.
-func (f *Filter) Tracked() int {
-	f.cmu.RLock()
-	defer f.cmu.RUnlock()
-	return len(f.flows)
+// idleFor is how long a flow of the protocol is remembered without traffic.
+func idleFor(proto uint8) time.Duration {
+	if proto == ProtoTCP {
+		return tcpIdle
+	}
+	return otherIdle
 }
