@@ -30,6 +30,7 @@ type Account struct {
 	Network   netip.Prefix `json:"network"` // overlay network, a /16 inside 100.64.0.0/10
 	Serial    uint64       `json:"serial"`  // network serial, bumped by every change that affects maps
 	CreatedAt time.Time    `json:"created_at"`
+	Settings  Settings     `json:"settings"`
 }
 
 // Meta is what a peer reports about its system.
@@ -66,6 +67,11 @@ type Peer struct {
 	LastLogin  time.Time  `json:"last_login"`
 	LastSeen   time.Time  `json:"last_seen"`
 	Connected  bool       `json:"connected"`
+	// UserID is the user who added the peer through SSO (empty for setup keys).
+	UserID UserID `json:"user_id,omitempty"`
+	// LoginExpirationEnabled: the peer must log in again when the
+	// account's login expiration passes (peers added by users).
+	LoginExpirationEnabled bool `json:"login_expiration_enabled,omitempty"`
 }
 
 // FQDN returns the peer's fully qualified name in domain.

@@ -69,13 +69,11 @@ func (a *AccountTx) InsertPeer(ctx context.Context, p account.Peer) error {
 	if err := a.owns("peer", p.AccountID); err != nil {
 		return err
 	}
-	meta, err := json.Marshal(p.Meta)
+	args, err := peerArgs(p)
 	if err != nil {
 		return err
 	}
-	_, err = a.q().exec(ctx, `INSERT INTO peers (`+peerCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		string(p.ID), string(p.AccountID), p.Key.String(), p.IP.String(), p.Name, p.DNSLabel, string(meta), p.SSHPubKey,
-		string(p.SetupKeyID), p.Ephemeral, nanos(p.CreatedAt), nanos(p.LastLogin), nanos(p.LastSeen), p.Connected)
+	_, err = a.q().exec(ctx, `INSERT INTO peers (`+peerCols+`) VALUES (`+peerValues+`)`, args...)
 	return mapErr(err)
 }
 
@@ -87,13 +85,11 @@ func (a *AccountTx) InsertPeerIfFree(ctx context.Context, p account.Peer) (bool,
 	if err := a.owns("peer", p.AccountID); err != nil {
 		return false, err
 	}
-	meta, err := json.Marshal(p.Meta)
+	args, err := peerArgs(p)
 	if err != nil {
 		return false, err
 	}
-	n, err := a.q().exec(ctx, `INSERT INTO peers (`+peerCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		string(p.ID), string(p.AccountID), p.Key.String(), p.IP.String(), p.Name, p.DNSLabel, string(meta), p.SSHPubKey,
-		string(p.SetupKeyID), p.Ephemeral, nanos(p.CreatedAt), nanos(p.LastLogin), nanos(p.LastSeen), p.Connected)
+	n, err := a.q().exec(ctx, `INSERT INTO peers (`+peerCols+`) VALUES (`+peerValues+`) ON CONFLICT DO NOTHING`, args...)
 	if err != nil {
 		return false, mapErr(err)
 	}
@@ -106,8 +102,8 @@ func (a *AccountTx) UpdatePeer(ctx context.Context, p account.Peer) error {
 	if err != nil {
 		return err
 	}
-	n, err := a.q().exec(ctx, `UPDATE peers SET wg_pub_key = ?, ip = ?, name = ?, dns_label = ?, meta = ?, ssh_pub_key = ?, last_login = ?, last_seen = ?, connected = ? WHERE id = ? AND account_id = ?`,
-		p.Key.String(), p.IP.String(), p.Name, p.DNSLabel, string(meta), p.SSHPubKey, nanos(p.LastLogin), nanos(p.LastSeen), p.Connected, string(p.ID), string(a.id))
+	n, err := a.q().exec(ctx, `UPDATE peers SET wg_pub_key = ?, ip = ?, name = ?, dns_label = ?, meta = ?, ssh_pub_key = ?, last_login = ?, last_seen = ?, connected = ?, login_expiration_enabled = ? WHERE id = ? AND account_id = ?`,
+		p.Key.String(), p.IP.String(), p.Name, p.DNSLabel, string(meta), p.SSHPubKey, nanos(p.LastLogin), nanos(p.LastSeen), p.Connected, p.LoginExpirationEnabled, string(p.ID), string(a.id))
 	return affected(n, err)
 }
 

@@ -23,6 +23,9 @@ type Dump struct {
 	Events    []account.Event    `json:"events"`
 	Groups    []account.Group    `json:"groups"`
 	Policies  []account.Policy   `json:"policies"`
+	Users     []account.User     `json:"users,omitempty"`
+	Tokens    []account.Token    `json:"tokens,omitempty"`
+	Invites   []account.Invite   `json:"invites,omitempty"`
 }
 
 // Export reads the whole account.
@@ -45,6 +48,15 @@ func (a *AccountTx) Export(ctx context.Context) (Dump, error) {
 		return d, err
 	}
 	if d.Policies, err = a.Policies(ctx); err != nil {
+		return d, err
+	}
+	if d.Users, err = a.Users(ctx); err != nil {
+		return d, err
+	}
+	if d.Tokens, err = a.AllTokens(ctx); err != nil {
+		return d, err
+	}
+	if d.Invites, err = a.Invites(ctx); err != nil {
 		return d, err
 	}
 	if d.Peers == nil {
@@ -73,6 +85,21 @@ func (tx *Tx) Import(ctx context.Context, d Dump) error {
 		return fmt.Errorf("import account %s: %w", d.Account.ID, err)
 	}
 	a := tx.In(d.Account.ID)
+	for _, u := range d.Users {
+		if err := a.InsertUser(ctx, u); err != nil {
+			return fmt.Errorf("import user %s: %w", u.ID, err)
+		}
+	}
+	for _, t := range d.Tokens {
+		if err := a.InsertToken(ctx, t); err != nil {
+			return fmt.Errorf("import token %s: %w", t.ID, err)
+		}
+	}
+	for _, v := range d.Invites {
+		if err := a.PutInvite(ctx, v); err != nil {
+			return fmt.Errorf("import invite %s: %w", v.ID, err)
+		}
+	}
 	for _, k := range d.SetupKeys {
 		if err := a.InsertSetupKey(ctx, k); err != nil {
 			return fmt.Errorf("import setup key %s: %w", k.ID, err)

@@ -16,22 +16,30 @@ import (
 
 // InsertAccount creates an account.
 func (tx *Tx) InsertAccount(ctx context.Context, a account.Account) error {
-	_, err := tx.q.exec(ctx, `INSERT INTO accounts (id, domain, network, serial, created_at) VALUES (?, ?, ?, ?, ?)`,
-		string(a.ID), a.Domain, a.Network.String(), int64(a.Serial), nanos(a.CreatedAt))
+	settings, err := json.Marshal(a.Settings)
+	if err != nil {
+		return err
+	}
+	_, err = tx.q.exec(ctx, `INSERT INTO accounts (id, domain, network, serial, created_at, settings) VALUES (?, ?, ?, ?, ?, ?)`,
+		string(a.ID), a.Domain, a.Network.String(), int64(a.Serial), nanos(a.CreatedAt), string(settings))
 	return mapErr(err)
 }
 
-const accountCols = `id, domain, network, serial, created_at`
+const accountCols = `id, domain, network, serial, created_at, settings`
 
 func scanAccount(sc scanner) (account.Account, error) {
 	var (
-		a       account.Account
-		id, net string
-		serial  int64
-		created int64
+		a        account.Account
+		id, net  string
+		serial   int64
+		created  int64
+		settings string
 	)
-	if err := sc.Scan(&id, &a.Domain, &net, &serial, &created); err != nil {
+	if err := sc.Scan(&id, &a.Domain, &net, &serial, &created, &settings); err != nil {
 		return account.Account{}, mapErr(err)
+	}
+	if err := json.Unmarshal([]byte(settings), &a.Settings); err != nil {
+		return account.Account{}, fmt.Errorf("account %s: bad settings: %w", id, err)
 	}
 	p, err := netip.ParsePrefix(net)
 	if err != nil {
@@ -107,15 +115,28 @@ func (tx *Tx) InsertSetting(ctx context.Context, name, value string) error {
 
 // --- row codecs shared with the account-scoped queries ---
 
-const peerCols = `id, account_id, wg_pub_key, ip, name, dns_label, meta, ssh_pub_key, setup_key_id, ephemeral, created_at, last_login, last_seen, connected`
+const peerCols = `id, account_id, wg_pub_key, ip, name, dns_label, meta, ssh_pub_key, setup_key_id, ephemeral, created_at, last_login, last_seen, connected, user_id, login_expiration_enabled`
+
+// peerValues are the values of peerCols for an INSERT.
+const peerValues = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
+
+func peerArgs(p account.Peer) ([]any, error) {
+	meta, err := json.Marshal(p.Meta)
+	if err != nil {
+		return nil, err
+	}
+	return []any{string(p.ID), string(p.AccountID), p.Key.String(), p.IP.String(), p.Name, p.DNSLabel, string(meta), p.SSHPubKey,
+		string(p.SetupKeyID), p.Ephemeral, nanos(p.CreatedAt), nanos(p.LastLogin), nanos(p.LastSeen), p.Connected,
+		string(p.UserID), p.LoginExpirationEnabled}, nil
+}
 
 func scanPeer(sc scanner) (account.Peer, error) {
 	var (
-		p                        account.Peer
-		id, acc, k, ip, meta, sk string
-		created, login, seen     int64
+		p                              account.Peer
+		id, acc, k, ip, meta, sk, user string
+		created, login, seen           int64
 	)
-	if err := sc.Scan(&id, &acc, &k, &ip, &p.Name, &p.DNSLabel, &meta, &p.SSHPubKey, &sk, &p.Ephemeral, &created, &login, &seen, &p.Connected); err != nil {
+	if err := sc.Scan(&id, &acc, &k, &ip, &p.Name, &p.DNSLabel, &meta, &p.SSHPubKey, &sk, &p.Ephemeral, &created, &login, &seen, &p.Connected, &user, &p.LoginExpirationEnabled); err != nil {
 		return account.Peer{}, mapErr(err)
 	}
 	var err error
@@ -128,7 +149,7 @@ func scanPeer(sc scanner) (account.Peer, error) {
 	if err := json.Unmarshal([]byte(meta), &p.Meta); err != nil {
 		return account.Peer{}, fmt.Errorf("peer %s: bad meta: %w", id, err)
 	}
-	p.ID, p.AccountID, p.SetupKeyID = account.PeerID(id), account.ID(acc), account.SetupKeyID(sk)
+	p.ID, p.AccountID, p.SetupKeyID, p.UserID = account.PeerID(id), account.ID(acc), account.SetupKeyID(sk), account.UserID(user)
 	p.CreatedAt, p.LastLogin, p.LastSeen = fromNanos(created), fromNanos(login), fromNanos(seen)
 	return p, nil
 }

@@ -64,6 +64,7 @@ func TestConformance(t *testing.T) {
 		t.Run("events and serials", func(t *testing.T) { testEvents(t, e.Open(t)) })
 		t.Run("settings", func(t *testing.T) { testSettings(t, e.Open(t)) })
 		t.Run("groups and policies", func(t *testing.T) { testAccess(t, e.Open(t)) })
+		t.Run("identity", func(t *testing.T) { testIdentity(t, e.Open(t)) })
 		t.Run("upgrade", func(t *testing.T) { testUpgrade(t, e) })
 		t.Run("concurrent migrate", func(t *testing.T) { testConcurrentMigrate(t, e) })
 		t.Run("newer schema refused", func(t *testing.T) { testNewerSchema(t, e) })
@@ -394,9 +395,17 @@ func testUpgrade(t *testing.T, e storetest.Engine) {
 	if v, _ := old.SchemaVersion(ctx); v != 1 {
 		t.Fatalf("old store at version %d", v)
 	}
-	acc := mkAccount(t, old, "a", "100.78.0.0/16")
+	// Rows as the first release wrote them (its columns only).
+	acc := account.Account{ID: "a", Network: netip.MustParsePrefix("100.78.0.0/16")}
 	p := mkPeer(t, acc, 1)
-	insertPeer(t, old, p)
+	for _, q := range []string{
+		`INSERT INTO accounts (id, domain, network, serial, created_at) VALUES ('a', 'netbird.selfhosted', '100.78.0.0/16', 3, 1)`,
+		fmt.Sprintf(`INSERT INTO peers (id, account_id, wg_pub_key, ip, name, dns_label, created_at, last_login, last_seen) VALUES ('%s', 'a', '%s', '100.78.0.2', 'host 1', 'host-1', 1, 1, 1)`, p.ID, p.Key),
+	} {
+		if err := store.ExecForTest(ctx, old, q); err != nil {
+			t.Fatal(err)
+		}
+	}
 	k := mkKey(acc.ID, "k", 0)
 	if err := old.Tx(ctx, func(tx *store.Tx) error { return tx.In(acc.ID).InsertSetupKey(ctx, k) }); err != nil {
 		t.Fatal(err)
@@ -419,6 +428,10 @@ func testUpgrade(t *testing.T, e storetest.Engine) {
 		}
 		if _, err := in.SetupKey(ctx, k.ID); err != nil {
 			return fmt.Errorf("setup key after upgrade: %w", err)
+		}
+		// Migration 0004 gave the old account the default settings.
+		if a, err := in.Account(ctx); err != nil || a.Settings != account.DefaultSettings() {
+			return fmt.Errorf("account after upgrade: %+v %v", a, err)
 		}
 		// Migration 0003 gave the old account its All group and Default policy.
 		gs, err := in.Groups(ctx)

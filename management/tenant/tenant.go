@@ -32,7 +32,7 @@ func Default(ctx context.Context, st *store.Store, now time.Time) (account.Accou
 		if err != nil {
 			return err
 		}
-		acc = account.Account{ID: account.ID(uuid.NewString()), Domain: account.DefaultDomain, Network: network, CreatedAt: now.UTC()}
+		acc = account.Account{ID: account.ID(uuid.NewString()), Domain: account.DefaultDomain, Network: network, CreatedAt: now.UTC(), Settings: account.DefaultSettings()}
 		if err := tx.InsertAccount(ctx, acc); err != nil {
 			return err
 		}
