@@ -29,7 +29,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/networkmap"
 	"github.com/wiremesh/wiremesh/management/peers"
-	"github.com/wiremesh/wiremesh/management/ratelimit"
+	"github.com/wiremesh/wiremesh/internal/ratelimit"
 	"github.com/wiremesh/wiremesh/management/setupkey"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/turncreds"

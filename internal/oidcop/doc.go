@@ -1,0 +1,11 @@
+// Package oidcop is an OpenID Connect provider built on zitadel/oidc/v3's
+// certified pkg/op: discovery, JWKS, the authorization-code flow with PKCE,
+// the device authorization flow (RFC 8628), userinfo and JWT access tokens
+// signed with an RSA key the caller keeps. It renders its own login and
+// device-approval pages and authenticates people against a Directory the
+// caller provides: management's built-in provider uses the store's local
+// credentials, tests use an in-memory directory to stand in for an external
+// IdP. Pending logins and device codes live in memory (they last minutes);
+// tokens are stateless JWTs any process holding the public key can verify.
+// It does not decide accounts or roles: that is management's business.
+package oidcop
