@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -28,9 +29,11 @@ import (
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/admin"
 	"github.com/wiremesh/wiremesh/management/grpcapi"
+	"github.com/wiremesh/wiremesh/management/idflag"
 	mgmt "github.com/wiremesh/wiremesh/management/server"
 	"github.com/wiremesh/wiremesh/management/storeflag"
 	"github.com/wiremesh/wiremesh/management/turncreds"
+	"github.com/wiremesh/wiremesh/management/users"
 	relay "github.com/wiremesh/wiremesh/relay/server"
 	sig "github.com/wiremesh/wiremesh/signal/server"
 )
@@ -50,6 +53,8 @@ type options struct {
 	relaySecret                           string
 	noRelay                               bool
 	certFile, keyFile                     string
+	identity                              *idflag.Flags
+	ownerEmail                            string
 }
 
 func command() *cobra.Command {
@@ -76,6 +81,8 @@ func command() *cobra.Command {
 	f.BoolVar(&o.noRelay, "disable-relay", false, "do not run the embedded relay (rel:// WebSocket on the --listen port)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	o.store = storeflag.Bind(f)
+	o.identity = idflag.Bind(f, true)
+	f.StringVar(&o.ownerEmail, "owner-email", "admin@netbird.selfhosted", "with the built-in identity provider: create this owner with a one-time initial password at first start (empty: create the owner through POST /api/setup)")
 	cmd.AddCommand(admin.Command("/var/lib/netbird-server"), admin.MigrateCommand("/var/lib/netbird-server"))
 	return cmd
 }
@@ -131,6 +138,26 @@ func run(ctx context.Context, o *options) error {
 		log.Info("STUN/TURN listening", "udp_port", ts.Port(), "relay_ip", relayIP)
 	}
 
+	// The host clients reach us at, for URLs that must name one address
+	// (the relay instance, the identity provider's issuer).
+	host := o.publicAddr
+	if host == "" {
+		if ip, err := netaddr.RelayIP(ctx, ""); err == nil {
+			host = ip.String()
+		}
+	}
+	idHost := o.publicAddr
+	if idHost == "" {
+		idHost = host
+		if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsUnspecified() {
+			idHost = ip.String() // listening on one address: that is where clients come
+		}
+	}
+	identity, err := o.identity.Identity(idHost, port, tlsConf != nil)
+	if err != nil {
+		return err
+	}
+
 	mux := http.NewServeMux()
 	var rl *relay.Server
 	relayAuth := grpcapi.RelayAuth{Secret: o.relaySecret}
@@ -142,13 +169,8 @@ func run(ctx context.Context, o *options) error {
 		}
 		// The instance URL is compared verbatim by clients and dialed when
 		// it is another peer's home relay: it must be one reachable address.
-		host := o.publicAddr
 		if host == "" {
-			ip, err := netaddr.RelayIP(ctx, "")
-			if err != nil {
-				return fmt.Errorf("relay address: %w (set --public-address)", err)
-			}
-			host = ip.String()
+			return errors.New("relay address: no global IPv4 address found (set --public-address)")
 		}
 		scheme := "rel://"
 		if tlsConf != nil {
@@ -182,11 +204,18 @@ func run(ctx context.Context, o *options) error {
 		log.Info("relay listening", "instance", instance)
 	}
 
-	m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv, TURN: issuer, Relay: relayAuth})
+	m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv, TURN: issuer, Relay: relayAuth, Identity: identity})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	m.Mount(mux)
+	if m.IdP != nil {
+		if err := firstOwner(ctx, m, o.ownerEmail); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "Identity provider:   %s (users log in with `netbird up` without a setup key)\n", m.IdP.Issuer())
+	}
 	s := sig.New(sig.Options{Log: log})
 	g := grpcserver.New()
 	m.Register(g)
@@ -216,6 +245,33 @@ func run(ctx context.Context, o *options) error {
 	mux.Handle("/metrics", metrics.Handler(sources...))
 	mux.Handle("/healthz", metrics.Health(m.Healthy))
 	return grpcserver.Serve(ctx, ln, g, mux, log, 5*time.Second)
+}
+
+// firstOwner creates the owner with a one-time initial password when the
+// install has none, and prints it once.
+func firstOwner(ctx context.Context, m *mgmt.Server, email string) error {
+	need, err := m.Users.SetupRequired(ctx)
+	if err != nil || !need {
+		return err
+	}
+	if email == "" {
+		fmt.Fprintf(os.Stderr, "No owner yet: create one with POST /api/setup {\"email\":...,\"password\":...,\"name\":...}\n")
+		return nil
+	}
+	pw, err := randomSecret()
+	if err != nil {
+		return err
+	}
+	pw = pw[:20] + "A!"
+	u, _, err := m.Users.Setup(ctx, users.SetupInput{Email: email, Password: pw, Name: "Owner"})
+	if errors.Is(err, users.ErrSetupDone) {
+		return nil // another instance was first
+	}
+	if err != nil {
+		return fmt.Errorf("create the owner: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "Owner created:       %s, initial password %s (shown once; change it with PUT /api/users/%s/password)\n", u.Email, pw, u.ID)
+	return nil
 }
 
 func randomSecret() (string, error) {

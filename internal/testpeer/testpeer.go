@@ -86,7 +86,44 @@ func (p *Peer) Seal(ctx context.Context, m proto.Message) (*mgmtpb.EncryptedMess
 
 // Login calls Login with setupKey ("" for a keyless login).
 func (p *Peer) Login(ctx context.Context, setupKey string) (*mgmtpb.LoginResponse, error) {
-	req := &mgmtpb.LoginRequest{SetupKey: setupKey, Meta: p.Meta(), PeerKeys: &mgmtpb.PeerKeys{WgPubKey: []byte(p.Public().String())}}
+	return p.login(ctx, &mgmtpb.LoginRequest{SetupKey: setupKey})
+}
+
+// LoginJWT calls Login with an SSO token.
+func (p *Peer) LoginJWT(ctx context.Context, jwt string) (*mgmtpb.LoginResponse, error) {
+	return p.login(ctx, &mgmtpb.LoginRequest{JwtToken: jwt})
+}
+
+// DeviceFlow fetches the device authorization flow's provider config.
+func (p *Peer) DeviceFlow(ctx context.Context) (*mgmtpb.DeviceAuthorizationFlow, error) {
+	msg, sh, err := p.Seal(ctx, &mgmtpb.DeviceAuthorizationFlowRequest{})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.client.GetDeviceAuthorizationFlow(ctx, msg)
+	if err != nil {
+		return nil, err
+	}
+	var f mgmtpb.DeviceAuthorizationFlow
+	return &f, sh.OpenProto(resp.GetBody(), &f)
+}
+
+// PKCEFlow fetches the PKCE flow's provider config.
+func (p *Peer) PKCEFlow(ctx context.Context) (*mgmtpb.PKCEAuthorizationFlow, error) {
+	msg, sh, err := p.Seal(ctx, &mgmtpb.PKCEAuthorizationFlowRequest{})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.client.GetPKCEAuthorizationFlow(ctx, msg)
+	if err != nil {
+		return nil, err
+	}
+	var f mgmtpb.PKCEAuthorizationFlow
+	return &f, sh.OpenProto(resp.GetBody(), &f)
+}
+
+func (p *Peer) login(ctx context.Context, req *mgmtpb.LoginRequest) (*mgmtpb.LoginResponse, error) {
+	req.Meta, req.PeerKeys = p.Meta(), &mgmtpb.PeerKeys{WgPubKey: []byte(p.Public().String())}
 	msg, sh, err := p.Seal(ctx, req)
 	if err != nil {
 		return nil, err

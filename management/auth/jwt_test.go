@@ -135,7 +135,7 @@ func TestBadTokensRefused(t *testing.T) {
 	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + parts[1] + "."
 	cases := []struct {
 		name, token, want string
-		is               error
+		is                error
 	}{
 		{"expired", p.Mint(t, map[string]any{"sub": "x", "exp": time.Now().Add(-time.Hour).Unix()}), "expired", auth.ErrExpired},
 		{"wrong issuer", other.Mint(t, map[string]any{"sub": "x", "iss": other.URL}), "", auth.ErrInvalid},

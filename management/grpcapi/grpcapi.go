@@ -24,12 +24,12 @@ import (
 	"github.com/wiremesh/wiremesh/internal/envelope"
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/internal/metrics"
+	"github.com/wiremesh/wiremesh/internal/ratelimit"
 	"github.com/wiremesh/wiremesh/internal/relaywire"
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/networkmap"
 	"github.com/wiremesh/wiremesh/management/peers"
-	"github.com/wiremesh/wiremesh/internal/ratelimit"
 	"github.com/wiremesh/wiremesh/management/setupkey"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/turncreds"
@@ -80,7 +80,9 @@ type Options struct {
 	Advertise Advertiser
 	TURN      turncreds.Issuer
 	Relay     RelayAuth
-	MaxSyncs  int // concurrent Sync streams; 0 means 1000
+	// SSO logs users in through an identity provider; nil: setup keys only.
+	SSO      SSO
+	MaxSyncs int // concurrent Sync streams; 0 means 1000
 	Log       *slog.Logger
 	Now       func() time.Time
 }
@@ -170,8 +172,12 @@ func (s *Server) Login(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgmt
 	if lr.GetMeta() == nil {
 		return nil, status.Error(codes.FailedPrecondition, "peer system meta is required")
 	}
+	var user *account.User
 	if lr.GetSetupKey() == "" && lr.GetJwtToken() != "" {
-		return nil, status.Error(codes.PermissionDenied, "SSO login is not configured on this server; use a setup key")
+		if user, err = s.ssoUser(ctx, lr.GetJwtToken()); err != nil {
+			s.loginFailures.Add(1)
+			return nil, err
+		}
 	}
 	src := sourceAddr(ctx)
 	if lr.GetSetupKey() != "" && !s.keyGuard.Allow(src) {
@@ -183,6 +189,7 @@ func (s *Server) Login(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgmt
 		SetupKey:  lr.GetSetupKey(),
 		Meta:      metaFromProto(lr.GetMeta()),
 		SSHPubKey: clip(string(lr.GetPeerKeys().GetSshPubKey())),
+		User:      user,
 	})
 	if err != nil {
 		s.loginFailures.Add(1)
@@ -204,6 +211,8 @@ func (s *Server) loginError(ctx context.Context, pk key.Public, err error) error
 	switch {
 	case errors.Is(err, peers.ErrNotRegistered):
 		return status.Error(codes.PermissionDenied, "no peer auth method provided, please use a setup key or interactive SSO login")
+	case errors.Is(err, peers.ErrLoginExpired), errors.Is(err, peers.ErrUserBlocked), errors.Is(err, peers.ErrOtherUser):
+		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, setupkey.ErrInvalid):
 		// PermissionDenied makes the official client fail at once with
 		// NeedsLogin instead of retrying a hopeless key for two minutes.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/networkmap"
@@ -86,6 +87,11 @@ func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID) 
 		if ps, err = at.Peers(ctx); err != nil {
 			return err
 		}
+		blocked, err := at.BlockedUsers(ctx)
+		if err != nil {
+			return err
+		}
+		ps = withAccess(a, ps, blocked, time.Now())
 		if access.Groups, err = at.Groups(ctx); err != nil {
 			return err
 		}
@@ -100,4 +106,21 @@ func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID) 
 	}
 	e.serial, e.ix, e.loaded = a.Serial, networkmap.NewIndex(a, ps, access), true
 	return e.ix, nil
+}
+
+// withAccess drops the peers that may not be in any map: those of blocked
+// users and those whose user login expired (the expiry sweeper bumps the
+// serial when that happens, so a cached snapshot does not outlive it).
+func withAccess(a account.Account, ps []account.Peer, blocked map[account.UserID]bool, now time.Time) []account.Peer {
+	out := ps[:0:0]
+	for _, p := range ps {
+		if p.UserID != "" && blocked[p.UserID] {
+			continue
+		}
+		if exp := a.Settings.LoginExpiry(p); !exp.IsZero() && now.After(exp) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/wiremesh/wiremesh/management/networkmap"
+	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
@@ -26,6 +27,9 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	}
 	peer, err := s.registeredPeer(ctx, pk)
 	if err != nil {
+		return err
+	}
+	if err := s.checkAccess(ctx, peer); err != nil {
 		return err
 	}
 	if n := s.syncs.Add(1); n > int64(s.o.MaxSyncs) {
@@ -93,6 +97,12 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 			m, ok = ix.Compute(peer.ID)
 		}
 		if !ok {
+			// Out of the map because its user was blocked or its login
+			// expired: the client must log in again.
+			if err := s.checkAccess(ctx, peer); err != nil {
+				s.o.Log.InfoContext(ctx, "closing the stream of a peer without access", "peer", peer.ID, "err", err)
+				return true, err
+			}
 			s.o.Log.InfoContext(ctx, "peer removed, closing its stream", "peer", peer.ID)
 			return true, send(deletedResponse(sent + 1))
 		}
@@ -122,10 +132,19 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	}
 	refresh := time.NewTicker(s.refreshEvery())
 	defer refresh.Stop()
+	// A peer added by a user must log in again when its login expires.
+	var expired <-chan time.Time
+	if exp := s.loginExpiry(ctx, peer); !exp.IsZero() {
+		t := time.NewTimer(time.Until(exp) + 10*time.Millisecond)
+		defer t.Stop()
+		expired = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-expired:
+			return status.Error(codes.PermissionDenied, peers.ErrLoginExpired.Error())
 		case <-s.closed:
 			return status.Error(codes.Unavailable, "server shutting down")
 		case <-sub.Replaced():
@@ -214,16 +233,6 @@ func (s *Server) Job(stream grpc.BidiStreamingServer[mgmtpb.EncryptedMessage, mg
 	case <-s.closed:
 		return status.Error(codes.Unavailable, "server shutting down")
 	}
-}
-
-// GetDeviceAuthorizationFlow answers NotFound: no SSO provider is configured.
-func (s *Server) GetDeviceAuthorizationFlow(context.Context, *mgmtpb.EncryptedMessage) (*mgmtpb.EncryptedMessage, error) {
-	return nil, status.Error(codes.NotFound, "no SSO provider is configured; use a setup key")
-}
-
-// GetPKCEAuthorizationFlow answers NotFound: no SSO provider is configured.
-func (s *Server) GetPKCEAuthorizationFlow(context.Context, *mgmtpb.EncryptedMessage) (*mgmtpb.EncryptedMessage, error) {
-	return nil, status.Error(codes.NotFound, "no SSO provider is configured; use a setup key")
 }
 
 // mapFingerprint hashes a network map without its serial.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -22,8 +23,18 @@ import (
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
-// ErrNotRegistered is returned for an unknown key that brought no way to register.
-var ErrNotRegistered = errors.New("peer is not registered")
+// Errors callers check with errors.Is.
+var (
+	// ErrNotRegistered is an unknown key that brought no way to register.
+	ErrNotRegistered = errors.New("peer is not registered")
+	// ErrLoginExpired is a peer added by a user whose login expired; the
+	// official client matches the text "peer login has expired".
+	ErrLoginExpired = errors.New("peer login has expired, please log in once more")
+	// ErrUserBlocked is a peer whose user is blocked.
+	ErrUserBlocked = errors.New("the user of this peer is blocked")
+	// ErrOtherUser is a peer registered by another user.
+	ErrOtherUser = errors.New("peer is registered by another user")
+)
 
 // Notifier learns that an account's network changed.
 type Notifier interface {
@@ -56,6 +67,9 @@ type LoginInput struct {
 	Meta      account.Meta
 	SSHPubKey string
 	KeepSSH   bool // leave the stored SSH key as it is (metadata-only updates)
+	// User logged in through SSO (a verified JWT): it registers the peer
+	// in its account, or renews the login of a peer it added.
+	User *account.User
 }
 
 // Login returns the registered peer for in.Key, registering it with the
@@ -98,6 +112,11 @@ func (s *Service) login(ctx context.Context, in LoginInput) (peer account.Peer, 
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
+		if in.User != nil {
+			peer, acc, err = s.registerUser(ctx, tx, in, now)
+			changed = err == nil
+			return err
+		}
 		if in.SetupKey == "" {
 			return ErrNotRegistered
 		}
@@ -115,6 +134,26 @@ func (s *Service) refresh(ctx context.Context, tx *store.Tx, p account.Peer, in 
 		return p, acc, false, err
 	}
 	changed := false
+	if p.UserID != "" {
+		if in.User != nil && in.User.ID != p.UserID {
+			return p, acc, false, ErrOtherUser
+		}
+		u, err := at.User(ctx, p.UserID)
+		if err == nil && u.Blocked {
+			return p, acc, false, ErrUserBlocked
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return p, acc, false, err
+		}
+		if in.User == nil {
+			if exp := acc.Settings.LoginExpiry(p); !exp.IsZero() && now.After(exp) {
+				return p, acc, false, ErrLoginExpired
+			}
+		} else if exp := acc.Settings.LoginExpiry(p); !exp.IsZero() && now.After(exp) {
+			// A renewed login brings an expired peer back into the maps.
+			changed = true
+		}
+	}
 	if in.Meta.Hostname != "" && in.Meta.Hostname != p.Meta.Hostname {
 		// A new name needs a free label: queue behind other writers.
 		if acc, err = at.Lock(ctx); err != nil {
@@ -134,7 +173,12 @@ func (s *Service) refresh(ctx context.Context, tx *store.Tx, p account.Peer, in 
 	if in.Meta.Hostname != "" {
 		p.Meta = in.Meta
 	}
-	p.LastLogin = now
+	// The login time of a peer added by a user is when its user last
+	// authenticated (it drives login expiration); other peers log in with
+	// their key alone.
+	if p.UserID == "" || in.User != nil {
+		p.LastLogin = now
+	}
 	if err := at.UpdatePeer(ctx, p); err != nil {
 		return p, acc, false, err
 	}
@@ -187,45 +231,8 @@ func (s *Service) register(ctx context.Context, tx *store.Tx, in LoginInput, now
 		LastLogin:  now,
 		LastSeen:   now,
 	}
-	for attempt := 0; ; attempt++ {
-		if p.IP, err = s.pickIP(ctx, at, acc.Network); err != nil {
-			return account.Peer{}, account.Account{}, err
-		}
-		if p.DNSLabel, err = freeLabel(ctx, at, dnsname.Label(name), ""); err != nil {
-			return account.Peer{}, account.Account{}, err
-		}
-		inserted, err := at.InsertPeerIfFree(ctx, p)
-		if err != nil {
-			return account.Peer{}, account.Account{}, err
-		}
-		if inserted {
-			break
-		}
-		// A concurrent registration took the address or the label, or
-		// registered this very key (then Login retries and finds it).
-		if _, err := tx.PeerByKey(ctx, in.Key); err == nil || attempt >= 8 {
-			return account.Peer{}, account.Account{}, fmt.Errorf("register: %w", store.ErrConflict)
-		}
-	}
-	// Setup-key auto-groups (by ID or name) take the new peer in.
-	for _, ref := range sk.AutoGroups {
-		g, err := at.Group(ctx, account.GroupID(ref))
-		if errors.Is(err, store.ErrNotFound) {
-			g, err = at.GroupByName(ctx, ref)
-		}
-		if errors.Is(err, store.ErrNotFound) {
-			s.log.Warn("setup key names a group that does not exist", "setup_key", sk.ID, "group", ref)
-			continue
-		}
-		if err != nil {
-			return account.Peer{}, account.Account{}, err
-		}
-		if !g.All {
-			g.Peers = append(g.Peers, p.ID)
-			if err := at.PutGroup(ctx, g); err != nil {
-				return account.Peer{}, account.Account{}, err
-			}
-		}
+	if err := s.insert(ctx, tx, at, acc, &p, sk.AutoGroups); err != nil {
+		return account.Peer{}, account.Account{}, err
 	}
 	ok, err := at.ConsumeSetupKey(ctx, sk.ID, now.UnixNano())
 	if err != nil {
@@ -244,6 +251,87 @@ func (s *Service) register(ctx context.Context, tx *store.Tx, in LoginInput, now
 		return account.Peer{}, account.Account{}, err
 	}
 	s.log.Info("peer registered", "peer", p.ID, "ip", p.IP, "name", p.Name, "setup_key", sk.ID)
+	return p, acc, nil
+}
+
+// insert adds a new peer with a free address and DNS label and puts it in
+// its auto-groups (by ID or name).
+func (s *Service) insert(ctx context.Context, tx *store.Tx, at *store.AccountTx, acc account.Account, p *account.Peer, autoGroups []string) error {
+	var err error
+	for attempt := 0; ; attempt++ {
+		if p.IP, err = s.pickIP(ctx, at, acc.Network); err != nil {
+			return err
+		}
+		if p.DNSLabel, err = freeLabel(ctx, at, dnsname.Label(p.Name), ""); err != nil {
+			return err
+		}
+		inserted, err := at.InsertPeerIfFree(ctx, *p)
+		if err != nil {
+			return err
+		}
+		if inserted {
+			break
+		}
+		// A concurrent registration took the address or the label, or
+		// registered this very key (then Login retries and finds it).
+		if _, err := tx.PeerByKey(ctx, p.Key); err == nil || attempt >= 8 {
+			return fmt.Errorf("register: %w", store.ErrConflict)
+		}
+	}
+	// Auto-groups (of the setup key or the user, by ID or name) take the
+	// new peer in.
+	for _, ref := range autoGroups {
+		g, err := at.Group(ctx, account.GroupID(ref))
+		if errors.Is(err, store.ErrNotFound) {
+			g, err = at.GroupByName(ctx, ref)
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("auto-group does not exist", "peer", p.ID, "group", ref)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !g.All {
+			g.Peers = append(g.Peers, p.ID)
+			if err := at.PutGroup(ctx, g); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// registerUser adds a peer for a user who logged in through SSO: in the
+// user's account, with the user's auto-groups, its login subject to the
+// account's login expiration.
+func (s *Service) registerUser(ctx context.Context, tx *store.Tx, in LoginInput, now time.Time) (account.Peer, account.Account, error) {
+	u := in.User
+	if u.Blocked {
+		return account.Peer{}, account.Account{}, ErrUserBlocked
+	}
+	at := tx.In(u.AccountID)
+	acc, err := at.Account(ctx)
+	if err != nil {
+		return account.Peer{}, account.Account{}, err
+	}
+	name := in.Meta.Hostname
+	if name == "" {
+		name = "peer"
+	}
+	p := account.Peer{ID: account.PeerID(uuid.NewString()), AccountID: acc.ID, Key: in.Key, Name: name, Meta: in.Meta, SSHPubKey: in.SSHPubKey,
+		UserID: u.ID, LoginExpirationEnabled: true, CreatedAt: now, LastLogin: now, LastSeen: now}
+	if err := s.insert(ctx, tx, at, acc, &p, u.AutoGroups); err != nil {
+		return account.Peer{}, account.Account{}, err
+	}
+	if acc.Serial, err = at.BumpSerial(ctx); err != nil {
+		return account.Peer{}, account.Account{}, err
+	}
+	if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "peer.user.add", Initiator: string(u.ID), Target: string(p.ID),
+		Meta: map[string]string{"name": p.Name, "ip": p.IP.String(), "email": u.Email}}); err != nil {
+		return account.Peer{}, account.Account{}, err
+	}
+	s.log.Info("peer registered by user", "peer", p.ID, "ip", p.IP, "name", p.Name, "user", u.ID)
 	return p, acc, nil
 }
 
@@ -313,4 +401,136 @@ func (s *Service) SetConnected(ctx context.Context, acc account.ID, id account.P
 func (s *Service) UpdateMeta(ctx context.Context, k key.Public, meta account.Meta) error {
 	_, _, err := s.Login(ctx, LoginInput{Key: k, Meta: meta, KeepSSH: true})
 	return err
+}
+
+// Update renames a peer (its DNS label follows) and switches its login
+// expiration.
+func (s *Service) Update(ctx context.Context, acc account.ID, id account.PeerID, name string, loginExpiration bool, initiator string) (account.Peer, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 255 {
+		return account.Peer{}, fmt.Errorf("%w: a peer name must have 1 to 255 characters", ErrInvalid)
+	}
+	var p account.Peer
+	err := s.store.Tx(ctx, func(tx *store.Tx) error {
+		at := tx.In(acc)
+		if _, err := at.Lock(ctx); err != nil {
+			return err
+		}
+		var err error
+		if p, err = at.Peer(ctx, id); err != nil {
+			return err
+		}
+		if p.Name != name {
+			if p.DNSLabel, err = freeLabel(ctx, at, dnsname.Label(name), p.ID); err != nil {
+				return err
+			}
+		}
+		p.Name, p.LoginExpirationEnabled = name, loginExpiration && p.UserID != ""
+		if err := at.UpdatePeerName(ctx, p); err != nil {
+			return err
+		}
+		if _, err := at.BumpSerial(ctx); err != nil {
+			return err
+		}
+		_, err = at.InsertEvent(ctx, account.Event{At: s.now().UTC(), Activity: "peer.rename", Initiator: initiator, Target: string(id),
+			Meta: map[string]string{"name": name, "dns_label": p.DNSLabel}})
+		return err
+	})
+	if err != nil {
+		return account.Peer{}, fmt.Errorf("update peer %s: %w", id, err)
+	}
+	s.notify.AccountChanged(acc)
+	return p, nil
+}
+
+// ErrInvalid is a request that breaks a rule.
+var ErrInvalid = errors.New("invalid request")
+
+// UpdateSettings replaces an account's settings; login expiration changes
+// what maps hold, so it is a network change.
+func (s *Service) UpdateSettings(ctx context.Context, acc account.ID, set account.Settings, initiator string) (account.Account, error) {
+	var a account.Account
+	err := s.store.Tx(ctx, func(tx *store.Tx) error {
+		at := tx.In(acc)
+		if err := at.UpdateSettings(ctx, set); err != nil {
+			return err
+		}
+		if _, err := at.BumpSerial(ctx); err != nil {
+			return err
+		}
+		if _, err := at.InsertEvent(ctx, account.Event{At: s.now().UTC(), Activity: "account.setting.peer.login.expiration.update", Initiator: initiator,
+			Target: string(acc), Meta: map[string]string{"peer_login_expiration": fmt.Sprint(set.PeerLoginExpiration),
+				"enabled": fmt.Sprint(set.PeerLoginExpirationEnabled), "jwt_groups": fmt.Sprint(set.JWTGroupsEnabled)}}); err != nil {
+			return err
+		}
+		var err error
+		a, err = at.Account(ctx)
+		return err
+	})
+	if err != nil {
+		return account.Account{}, fmt.Errorf("update settings: %w", err)
+	}
+	s.notify.AccountChanged(acc)
+	return a, nil
+}
+
+// ExpireLogins announces peers whose user login expired since the last
+// call: it bumps the serial of their accounts, so every map drops them and
+// their own streams end with "peer login has expired". seen remembers
+// what was already announced; the caller keeps it between calls.
+func (s *Service) ExpireLogins(ctx context.Context, seen map[account.PeerID]time.Time) error {
+	now := s.now()
+	var accs []account.Account
+	if err := s.store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		accs, err = tx.Accounts(ctx)
+		return err
+	}); err != nil {
+		return err
+	}
+	for _, a := range accs {
+		if !a.Settings.PeerLoginExpirationEnabled || a.Settings.PeerLoginExpiration <= 0 {
+			continue
+		}
+		before := now.Add(-time.Duration(a.Settings.PeerLoginExpiration) * time.Second)
+		var expired []account.Peer
+		if err := s.store.Read(ctx, func(tx *store.Tx) error {
+			var err error
+			expired, err = tx.In(a.ID).ExpiredLogins(ctx, before.UnixNano())
+			return err
+		}); err != nil {
+			return err
+		}
+		var fresh []account.Peer
+		for _, p := range expired {
+			if last, ok := seen[p.ID]; !ok || !last.Equal(p.LastLogin) {
+				fresh = append(fresh, p)
+			}
+		}
+		if len(fresh) == 0 {
+			continue
+		}
+		err := s.store.Tx(ctx, func(tx *store.Tx) error {
+			at := tx.In(a.ID)
+			if _, err := at.BumpSerial(ctx); err != nil {
+				return err
+			}
+			for _, p := range fresh {
+				if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "peer.login.expire", Initiator: "system", Target: string(p.ID),
+					Meta: map[string]string{"name": p.Name, "user": string(p.UserID)}}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, p := range fresh {
+			seen[p.ID] = p.LastLogin
+			s.log.Info("peer login expired", "peer", p.ID, "name", p.Name, "user", p.UserID)
+		}
+		s.notify.AccountChanged(a.ID)
+	}
+	return nil
 }

@@ -17,13 +17,16 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/internal/oidcop"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/grpcapi"
+	"github.com/wiremesh/wiremesh/management/httpapi"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/tenant"
 	"github.com/wiremesh/wiremesh/management/turncreds"
 	"github.com/wiremesh/wiremesh/management/updates"
+	"github.com/wiremesh/wiremesh/management/users"
 )
 
 // Options configure management.
@@ -38,6 +41,10 @@ type Options struct {
 	// EphemeralTimeout is how long an ephemeral peer may stay offline
 	// before it is removed (0: 10 minutes, as the reference).
 	EphemeralTimeout time.Duration
+	// Identity configures user login (none: setup keys only).
+	Identity Identity
+	// ExpiryCheck is how often expired peer logins are looked for (0: 5 s).
+	ExpiryCheck time.Duration
 }
 
 // DefaultEphemeralTimeout is the offline time after which ephemeral peers go.
@@ -49,6 +56,10 @@ type Server struct {
 	Peers *peers.Service
 	Hub   *updates.Hub
 	API   *grpcapi.Server
+	Users *users.Service
+	REST  *httpapi.API
+	// IdP is the built-in identity provider (nil unless configured).
+	IdP *oidcop.Provider
 
 	log    *slog.Logger
 	cancel context.CancelFunc
@@ -83,11 +94,24 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
+	if o.ExpiryCheck <= 0 {
+		o.ExpiryCheck = 5 * time.Second
+	}
 	hub := updates.NewHub()
 	ps := peers.New(st, hub, o.Log, nil)
-	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log})
+	us := users.New(users.Options{Store: st, Notify: hub, Log: o.Log, Mode: o.Identity.Mode, LocalIdP: o.Identity.BuiltInIssuer != ""})
+	provider, verifier, sso, err := openIdentity(ctx, st, o.Identity, us, o)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("identity provider: %w", err)
+	}
+	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log, SSO: sso})
+	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Log: o.Log}
+	if verifier != nil {
+		ropts.JWT = verifier
+	}
 	wctx, cancel := context.WithCancel(context.Background())
-	s := &Server{Store: st, Peers: ps, Hub: hub, API: api, log: o.Log, cancel: cancel}
+	s := &Server{Store: st, Peers: ps, Hub: hub, API: api, Users: us, REST: httpapi.New(ropts), IdP: provider, log: o.Log, cancel: cancel}
 	// Take the baseline now, so a change made between start-up and the
 	// first poll is not mistaken for the starting state.
 	seen, err := s.serials(ctx)
@@ -96,9 +120,10 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.watch(wctx, o.Poll, seen) }()
 	go func() { defer s.wg.Done(); s.sweepEphemeral(wctx, o.EphemeralTimeout) }()
+	go func() { defer s.wg.Done(); s.sweepLogins(wctx, o.ExpiryCheck) }()
 	return s, nil
 }
 
@@ -194,6 +219,23 @@ func (s *Server) sweepEphemeral(ctx context.Context, timeout time.Duration) {
 			if err := s.Peers.Delete(ctx, p.AccountID, p.ID, "ephemeral-sweeper"); err == nil {
 				s.log.Info("removed offline ephemeral peer", "peer", p.ID, "name", p.Name)
 			}
+		}
+	}
+}
+
+// sweepLogins announces expired peer logins, so maps drop those peers.
+func (s *Server) sweepLogins(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	seen := map[account.PeerID]time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.Peers.ExpireLogins(ctx, seen); err != nil && ctx.Err() == nil {
+			s.log.Warn("login expiry sweep", "err", err)
 		}
 	}
 }

@@ -61,16 +61,21 @@ func startWith(t *testing.T, dir string, o server.Options, advs ...func(*server.
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	o.Store, o.Log, o.Advertise, o.Poll = store.Config{Engine: store.SQLite, DataDir: dir}, log, adv, 100*time.Millisecond
+	if o.Identity.BuiltInIssuer == autoIssuer {
+		o.Identity.BuiltInIssuer = "http://" + ln.Addr().String() + "/oauth2"
+	}
 	srv, err := server.Open(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := grpcserver.New()
 	srv.Register(g)
+	mux := http.NewServeMux()
+	srv.Mount(mux)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = grpcserver.Serve(ctx, ln, g, http.NotFoundHandler(), log, 2*time.Second)
+		_ = grpcserver.Serve(ctx, ln, g, mux, log, 2*time.Second)
 	}()
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -90,6 +95,10 @@ func startWith(t *testing.T, dir string, o server.Options, advs ...func(*server.
 	t.Cleanup(e.stop)
 	return e
 }
+
+// autoIssuer in Options.Identity.BuiltInIssuer becomes the built-in
+// provider's URL on the test server's port.
+const autoIssuer = "auto"
 
 type testWriter struct{ t *testing.T }
 

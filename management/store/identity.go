@@ -287,3 +287,46 @@ func (a *AccountTx) UpdateSettings(ctx context.Context, s account.Settings) erro
 	n, err := a.q().exec(ctx, `UPDATE accounts SET settings = ? WHERE id = ?`, string(b), string(a.id))
 	return affected(n, err)
 }
+
+// AccountByUserDomain finds the account whose users come from an e-mail
+// domain (multi-account mode).
+func (tx *Tx) AccountByUserDomain(ctx context.Context, domain string) (account.ID, error) {
+	var id string
+	err := tx.q.queryRow(ctx, `SELECT id FROM accounts WHERE user_domain = ? AND user_domain <> '' ORDER BY created_at LIMIT 1`, domain).Scan(&id)
+	return account.ID(id), mapErr(err)
+}
+
+// SetUserDomain records the e-mail domain whose new users join the account.
+func (a *AccountTx) SetUserDomain(ctx context.Context, domain string) error {
+	n, err := a.q().exec(ctx, `UPDATE accounts SET user_domain = ? WHERE id = ?`, domain, string(a.id))
+	return affected(n, err)
+}
+
+// ExpiredLogins lists peers added by users whose last login is before the
+// given time (unix nanoseconds) and whose login can expire.
+func (a *AccountTx) ExpiredLogins(ctx context.Context, before int64) ([]account.Peer, error) {
+	return queryAll(ctx, a.q(), scanPeer, `SELECT `+peerCols+` FROM peers WHERE account_id = ? AND user_id <> '' AND login_expiration_enabled AND last_login < ?`, string(a.id), before)
+}
+
+// BlockedUsers lists the IDs of the account's blocked users.
+func (a *AccountTx) BlockedUsers(ctx context.Context) (map[account.UserID]bool, error) {
+	ids, err := queryAll(ctx, a.q(), func(sc scanner) (string, error) {
+		var id string
+		return id, mapErr(sc.Scan(&id))
+	}, `SELECT id FROM users WHERE account_id = ? AND blocked`, string(a.id))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[account.UserID]bool, len(ids))
+	for _, id := range ids {
+		out[account.UserID(id)] = true
+	}
+	return out, nil
+}
+
+// UpdatePeerName changes a peer's name, DNS label and login expiration.
+func (a *AccountTx) UpdatePeerName(ctx context.Context, p account.Peer) error {
+	n, err := a.q().exec(ctx, `UPDATE peers SET name = ?, dns_label = ?, login_expiration_enabled = ? WHERE id = ? AND account_id = ?`,
+		p.Name, p.DNSLabel, p.LoginExpirationEnabled, string(p.ID), string(a.id))
+	return affected(n, err)
+}

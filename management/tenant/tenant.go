@@ -28,21 +28,8 @@ func Default(ctx context.Context, st *store.Store, now time.Time) (account.Accou
 			acc = accs[0]
 			return nil
 		}
-		network, err := ipam.RandomNetwork()
-		if err != nil {
-			return err
-		}
-		acc = account.Account{ID: account.ID(uuid.NewString()), Domain: account.DefaultDomain, Network: network, CreatedAt: now.UTC(), Settings: account.DefaultSettings()}
-		if err := tx.InsertAccount(ctx, acc); err != nil {
-			return err
-		}
-		// Every account starts with the All group and the Default
-		// All-to-All policy, which an admin can turn off.
-		all, pol := store.DefaultAccess(acc.ID)
-		if err := tx.In(acc.ID).PutGroup(ctx, all); err != nil {
-			return err
-		}
-		return tx.In(acc.ID).PutPolicy(ctx, pol)
+		acc, err = Create(ctx, tx, now)
+		return err
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return Default(ctx, st, now)
@@ -51,4 +38,22 @@ func Default(ctx context.Context, st *store.Store, now time.Time) (account.Accou
 		return account.Account{}, fmt.Errorf("default account: %w", err)
 	}
 	return acc, nil
+}
+
+// Create makes a new account inside tx, with the built-in All group and the
+// Default All-to-All policy, which an admin can turn off.
+func Create(ctx context.Context, tx *store.Tx, now time.Time) (account.Account, error) {
+	network, err := ipam.RandomNetwork()
+	if err != nil {
+		return account.Account{}, err
+	}
+	acc := account.Account{ID: account.ID(uuid.NewString()), Domain: account.DefaultDomain, Network: network, CreatedAt: now.UTC(), Settings: account.DefaultSettings()}
+	if err := tx.InsertAccount(ctx, acc); err != nil {
+		return account.Account{}, err
+	}
+	all, pol := store.DefaultAccess(acc.ID)
+	if err := tx.In(acc.ID).PutGroup(ctx, all); err != nil {
+		return account.Account{}, err
+	}
+	return acc, tx.In(acc.ID).PutPolicy(ctx, pol)
 }

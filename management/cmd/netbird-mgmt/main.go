@@ -21,6 +21,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/admin"
 	"github.com/wiremesh/wiremesh/management/grpcapi"
+	"github.com/wiremesh/wiremesh/management/idflag"
 	mgmt "github.com/wiremesh/wiremesh/management/server"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/storeflag"
@@ -70,6 +71,7 @@ func command() *cobra.Command {
 	f.DurationVar(&relayTTL, "relay-ttl", 12*time.Hour, "lifetime of issued relay tokens")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	storeFlags := storeflag.Bind(f)
+	idFlags := idflag.Bind(f, false)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if signalAddr == "" {
 			return fmt.Errorf("--signal HOST:PORT is required (where clients reach netbird-signal)")
@@ -99,10 +101,19 @@ func command() *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w (choose another with --listen)", listen, err)
 		}
+		idHost := publicAddr
+		if ip := ln.Addr().(*net.TCPAddr).IP; idHost == "" && !ip.IsUnspecified() {
+			idHost = ip.String()
+		}
+		identity, err := idFlags.Identity(idHost, ln.Addr().(*net.TCPAddr).Port, false)
+		if err != nil {
+			ln.Close()
+			return err
+		}
 		adv := mgmt.Advertiser{PublicHost: publicAddr, SignalHost: sh, SignalPort: port, SignalTLS: signalTLS, ExtraSTUNs: stuns, ExtraTURNs: turns, Relays: relays}
 		m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv,
 			TURN:  turncreds.Issuer{Secret: turnSecret, TTL: turnTTL, StaticUser: turnUser, StaticPass: turnPass},
-			Relay: grpcapi.RelayAuth{Secret: relaySecret, TTL: relayTTL}})
+			Relay: grpcapi.RelayAuth{Secret: relaySecret, TTL: relayTTL}, Identity: identity})
 		if err != nil {
 			ln.Close()
 			return err
@@ -115,6 +126,7 @@ func command() *cobra.Command {
 		stopStreams := context.AfterFunc(ctx, m.API.Close)
 		defer stopStreams()
 		mux := http.NewServeMux()
+		m.Mount(mux)
 		mux.Handle("/metrics", metrics.Handler(m.API.Metrics))
 		mux.Handle("/healthz", metrics.Health(m.Healthy))
 		return grpcserver.Serve(ctx, ln, g, mux, log, 5*time.Second)

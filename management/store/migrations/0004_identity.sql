@@ -4,6 +4,10 @@
 -- group sync) as a JSON document.
 ALTER TABLE accounts ADD COLUMN settings TEXT NOT NULL DEFAULT '{"peer_login_expiration_enabled":true,"peer_login_expiration":86400}';
 
+-- The e-mail domain whose new users join this account (multi-account mode).
+ALTER TABLE accounts ADD COLUMN user_domain TEXT NOT NULL DEFAULT '';
+CREATE INDEX accounts_user_domain ON accounts (user_domain);
+
 ALTER TABLE peers ADD COLUMN user_id TEXT NOT NULL DEFAULT '';
 ALTER TABLE peers ADD COLUMN login_expiration_enabled BOOLEAN NOT NULL DEFAULT FALSE;
 CREATE INDEX peers_user ON peers (account_id, user_id);

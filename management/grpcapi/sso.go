@@ -1,0 +1,154 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/peers"
+	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/proto/mgmtpb"
+)
+
+// Flows describe the identity provider to agents, for the device flow and
+// the PKCE authorization-code flow.
+type Flows struct {
+	ClientID, Audience, Scope                                string
+	AuthorizationEndpoint, TokenEndpoint, DeviceAuthEndpoint string
+	RedirectURLs                                             []string
+	UseIDToken                                               bool
+}
+
+// SSO is what login through an identity provider needs.
+type SSO interface {
+	// LoginUser verifies a token (ID or access JWT) and returns its user,
+	// created on first sight.
+	LoginUser(ctx context.Context, jwt string) (account.User, error)
+	// Flows describes the provider (it may need discovery).
+	Flows(ctx context.Context) (Flows, error)
+}
+
+// ErrSSOToken wraps every refusal of a token by an SSO implementation.
+var ErrSSOToken = errors.New("SSO token refused")
+
+func (s *Server) flows(ctx context.Context) (Flows, error) {
+	if s.o.SSO == nil {
+		return Flows{}, status.Error(codes.NotFound, "no SSO provider is configured; use a setup key")
+	}
+	f, err := s.o.SSO.Flows(ctx)
+	if err != nil {
+		s.o.Log.WarnContext(ctx, "SSO provider unavailable", "err", err)
+		return Flows{}, status.Error(codes.Unavailable, "identity provider unavailable: "+err.Error())
+	}
+	return f, nil
+}
+
+func (f Flows) config() *mgmtpb.ProviderConfig {
+	return &mgmtpb.ProviderConfig{ClientID: f.ClientID, Audience: f.Audience, Scope: f.Scope, UseIDToken: f.UseIDToken,
+		AuthorizationEndpoint: f.AuthorizationEndpoint, TokenEndpoint: f.TokenEndpoint, DeviceAuthEndpoint: f.DeviceAuthEndpoint,
+		RedirectURLs: f.RedirectURLs}
+}
+
+// GetDeviceAuthorizationFlow describes the device flow (RFC 8628).
+func (s *Server) GetDeviceAuthorizationFlow(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgmtpb.EncryptedMessage, error) {
+	var r mgmtpb.DeviceAuthorizationFlowRequest
+	_, sh, err := s.open(req, &r)
+	if err != nil {
+		return nil, err
+	}
+	f, err := s.flows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if f.DeviceAuthEndpoint == "" {
+		return nil, status.Error(codes.NotFound, "the identity provider offers no device authorization endpoint")
+	}
+	return s.seal(sh, &mgmtpb.DeviceAuthorizationFlow{Provider: mgmtpb.DeviceAuthorizationFlow_HOSTED, ProviderConfig: f.config()})
+}
+
+// GetPKCEAuthorizationFlow describes the authorization-code flow with PKCE.
+func (s *Server) GetPKCEAuthorizationFlow(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgmtpb.EncryptedMessage, error) {
+	var r mgmtpb.PKCEAuthorizationFlowRequest
+	_, sh, err := s.open(req, &r)
+	if err != nil {
+		return nil, err
+	}
+	f, err := s.flows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if f.AuthorizationEndpoint == "" || len(f.RedirectURLs) == 0 {
+		return nil, status.Error(codes.NotFound, "the identity provider is not set up for the PKCE flow")
+	}
+	return s.seal(sh, &mgmtpb.PKCEAuthorizationFlow{ProviderConfig: f.config()})
+}
+
+// ssoUser verifies the JWT of a Login.
+func (s *Server) ssoUser(ctx context.Context, jwt string) (*account.User, error) {
+	if s.o.SSO == nil {
+		return nil, status.Error(codes.PermissionDenied, "SSO login is not configured on this server; use a setup key")
+	}
+	u, err := s.o.SSO.LoginUser(ctx, jwt)
+	switch {
+	case err == nil:
+		return &u, nil
+	case errors.Is(err, ErrSSOToken):
+		return nil, status.Error(codes.PermissionDenied, err.Error())
+	case errors.Is(err, store.ErrUnavailable):
+		return nil, status.Error(codes.Unavailable, "management store temporarily unavailable, retry")
+	}
+	s.o.Log.ErrorContext(ctx, "SSO login", "err", err)
+	return nil, status.Error(codes.Internal, "SSO login failed")
+}
+
+// checkAccess refuses a peer whose user is blocked or whose login expired,
+// with the PermissionDenied the official client turns into "log in again".
+func (s *Server) checkAccess(ctx context.Context, p account.Peer) error {
+	if p.UserID == "" {
+		return nil
+	}
+	var (
+		acc  account.Account
+		user account.User
+	)
+	err := s.o.Store.Read(ctx, func(tx *store.Tx) error {
+		at := tx.In(p.AccountID)
+		var err error
+		if acc, err = at.Account(ctx); err != nil {
+			return err
+		}
+		user, err = at.User(ctx, p.UserID)
+		if errors.Is(err, store.ErrNotFound) {
+			err = nil
+		}
+		return err
+	})
+	if err != nil {
+		return status.Error(codes.Unavailable, "management store temporarily unavailable, retry")
+	}
+	if user.Blocked {
+		return status.Error(codes.PermissionDenied, peers.ErrUserBlocked.Error())
+	}
+	if exp := acc.Settings.LoginExpiry(p); !exp.IsZero() && s.o.Now().After(exp) {
+		return status.Error(codes.PermissionDenied, peers.ErrLoginExpired.Error())
+	}
+	return nil
+}
+
+// loginExpiry is when the peer's stream must end for a new login (zero:
+// never).
+func (s *Server) loginExpiry(ctx context.Context, p account.Peer) time.Time {
+	var acc account.Account
+	if err := s.o.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		acc, err = tx.In(p.AccountID).Account(ctx)
+		return err
+	}); err != nil {
+		return time.Time{}
+	}
+	return acc.Settings.LoginExpiry(p)
+}

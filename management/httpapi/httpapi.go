@@ -1,0 +1,260 @@
+// Package httpapi is management's REST boundary, in the shapes of
+// SPEC-rest.md (NetBird's API, so the dashboard, the Terraform provider and
+// existing scripts work): it authenticates callers (Authorization: Bearer
+// JWT or Token PAT), decodes and bounds request bodies, maps domain errors
+// to status codes with JSON {message, code} bodies and converts domain
+// values to the API's snake_case objects. Rules live in the domain
+// packages (users, peers); this package only translates.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/auth"
+	"github.com/wiremesh/wiremesh/management/peers"
+	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/users"
+)
+
+// MaxBody bounds a request body.
+const MaxBody = 1 << 20
+
+// TokenVerifier verifies JWTs.
+type TokenVerifier interface {
+	Verify(ctx context.Context, raw string) (auth.Claims, error)
+}
+
+// Options wire the API.
+type Options struct {
+	Store *store.Store
+	Users *users.Service
+	Peers *peers.Service
+	// JWT verifies bearer tokens; nil accepts personal access tokens only.
+	JWT TokenVerifier
+	Log *slog.Logger
+}
+
+// API is the REST handler.
+type API struct {
+	o   Options
+	mux *http.ServeMux
+}
+
+// New builds the API.
+func New(o Options) *API {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	a := &API{o: o, mux: http.NewServeMux()}
+	a.routes()
+	return a
+}
+
+type handler func(w http.ResponseWriter, r *http.Request, caller account.User) error
+
+func (a *API) routes() {
+	open := func(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
+		a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			if err := h(w, r); err != nil {
+				a.fail(w, r, err)
+			}
+		})
+	}
+	authed := func(pattern string, h handler) {
+		a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			caller, err := a.authenticate(r)
+			if err == nil {
+				err = h(w, r, caller)
+			}
+			if err != nil {
+				a.fail(w, r, err)
+			}
+		})
+	}
+	open("GET /api/instance", a.instance)
+	open("POST /api/setup", a.setup)
+	open("POST /api/users/invites/{id}/accept", a.acceptInvite)
+
+	authed("GET /api/users", a.listUsers)
+	authed("POST /api/users", a.createUser)
+	authed("GET /api/users/current", a.currentUser)
+	authed("GET /api/users/{userId}", a.getUser)
+	authed("PUT /api/users/{userId}", a.updateUser)
+	authed("DELETE /api/users/{userId}", a.deleteUser)
+	authed("PUT /api/users/{userId}/password", a.changePassword)
+	// GET /api/users/invites/{token} (public) and GET /api/users/{userId}/tokens
+	// share a shape; one route tells them apart.
+	a.mux.HandleFunc("GET /api/users/{a}/{b}", func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		switch {
+		case r.PathValue("a") == "invites":
+			err = a.inviteInfo(w, r)
+		case r.PathValue("b") == "tokens":
+			var caller account.User
+			if caller, err = a.authenticate(r); err == nil {
+				err = a.listTokens(w, r, caller)
+			}
+		default:
+			err = errNoRoute
+		}
+		if err != nil {
+			a.fail(w, r, err)
+		}
+	})
+	authed("POST /api/users/{userId}/tokens", a.createToken)
+	authed("GET /api/users/{userId}/tokens/{tokenId}", a.getToken)
+	authed("DELETE /api/users/{userId}/tokens/{tokenId}", a.deleteToken)
+	authed("GET /api/users/invites", a.listInvites)
+	authed("POST /api/users/invites", a.createInvite)
+	authed("DELETE /api/users/invites/{id}", a.deleteInvite)
+	authed("POST /api/users/invites/{id}/regenerate", a.regenerateInvite)
+
+	authed("GET /api/accounts", a.listAccounts)
+	authed("PUT /api/accounts/{accountId}", a.updateAccount)
+
+	authed("GET /api/peers", a.listPeers)
+	authed("GET /api/peers/{peerId}", a.getPeer)
+	authed("PUT /api/peers/{peerId}", a.updatePeer)
+	authed("DELETE /api/peers/{peerId}", a.deletePeer)
+
+	authed("GET /api/events/audit", a.events)
+	authed("GET /api/events", a.events)
+
+	open("/api/", func(http.ResponseWriter, *http.Request) error { return errNoRoute })
+}
+
+var errNoRoute = errors.New("no such API endpoint")
+
+// ServeHTTP serves /api/.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := make([]byte, 10)
+	_, _ = rand.Read(id)
+	w.Header().Set("X-Request-Id", hex.EncodeToString(id))
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	a.mux.ServeHTTP(w, r)
+}
+
+// authenticate reads the Authorization header.
+func (a *API) authenticate(r *http.Request) (account.User, error) {
+	h := r.Header.Get("Authorization")
+	scheme, cred, _ := strings.Cut(h, " ")
+	cred = strings.TrimSpace(cred)
+	switch {
+	case h == "":
+		return account.User{}, fmt.Errorf("%w: send Authorization: Token <personal access token> or Bearer <JWT>", users.ErrUnauthenticated)
+	case strings.EqualFold(scheme, "Token") || (strings.EqualFold(scheme, "Bearer") && strings.HasPrefix(cred, auth.PATPrefix)):
+		return a.o.Users.FromPAT(r.Context(), cred)
+	case strings.EqualFold(scheme, "Bearer"):
+		if a.o.JWT == nil {
+			return account.User{}, fmt.Errorf("%w: no identity provider is configured; use a personal access token", users.ErrUnauthenticated)
+		}
+		c, err := a.o.JWT.Verify(r.Context(), cred)
+		if err != nil {
+			if errors.Is(err, auth.ErrIdPUnusable) {
+				return account.User{}, err
+			}
+			return account.User{}, fmt.Errorf("%w: %w", users.ErrUnauthenticated, err)
+		}
+		return a.o.Users.FromClaims(r.Context(), c)
+	}
+	return account.User{}, fmt.Errorf("%w: unknown authorization scheme %q", users.ErrUnauthenticated, scheme)
+}
+
+// apiError is the JSON body of every error.
+type apiError struct {
+	Message string `json:"message"`
+	Code    int    `json:"code"`
+}
+
+var errBadJSON = errors.New("couldn't parse JSON request")
+
+type tooLarge struct{}
+
+func (tooLarge) Error() string { return "request body too large" }
+
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code := http.StatusInternalServerError
+	msg := "internal server error"
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBody)
+	case errors.Is(err, errBadJSON), errors.Is(err, errBadRequest):
+		code, msg = http.StatusBadRequest, err.Error()
+	case errors.Is(err, errNoRoute):
+		code, msg = http.StatusNotFound, err.Error()
+	case errors.Is(err, users.ErrUnauthenticated):
+		code, msg = http.StatusUnauthorized, err.Error()
+	case errors.Is(err, users.ErrBlocked):
+		code, msg = http.StatusForbidden, "user is blocked"
+	case errors.Is(err, users.ErrForbidden):
+		code, msg = http.StatusForbidden, err.Error()
+	case errors.Is(err, users.ErrNotFound), errors.Is(err, store.ErrNotFound):
+		code, msg = http.StatusNotFound, "not found"
+	case errors.Is(err, users.ErrConflict), errors.Is(err, store.ErrConflict):
+		code, msg = http.StatusConflict, err.Error()
+	case errors.Is(err, users.ErrSetupDone), errors.Is(err, users.ErrNoLocalIdP), errors.Is(err, users.ErrExpired):
+		code, msg = http.StatusPreconditionFailed, err.Error()
+	case errors.Is(err, users.ErrInvalid):
+		code, msg = http.StatusUnprocessableEntity, err.Error()
+	case errors.Is(err, auth.ErrIdPUnusable), errors.Is(err, store.ErrUnavailable):
+		code, msg = http.StatusServiceUnavailable, err.Error()
+	default:
+		a.o.Log.ErrorContext(r.Context(), "REST request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, code, apiError{Message: strings.ToLower(msg[:1]) + msg[1:], Code: code})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func ok(w http.ResponseWriter, v any) error {
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// decode reads a JSON body into v. Unknown fields are ignored, as clients
+// of the reference send them.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", errBadJSON, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: trailing data after the JSON object", errBadJSON)
+	}
+	return nil
+}
+
+// ts formats a time as the API does: RFC 3339 UTC, the zero time for unset.
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return "0001-01-01T00:00:00Z"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func requireAdmin(caller account.User) error {
+	if !caller.Role.IsAdmin() {
+		return fmt.Errorf("%w: this needs the admin or owner role", users.ErrForbidden)
+	}
+	return nil
+}

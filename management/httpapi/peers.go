@@ -1,0 +1,236 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/users"
+)
+
+var errBadRequest = errors.New("bad request")
+
+func errBadQuery(name, value string) error {
+	return fmt.Errorf("%w: bad value %q for %s", errBadRequest, value, name)
+}
+
+type groupMinimum struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	PeersCount int    `json:"peers_count"`
+}
+
+type peerJSON struct {
+	ID                          string         `json:"id"`
+	Name                        string         `json:"name"`
+	CreatedAt                   string         `json:"created_at"`
+	IP                          string         `json:"ip"`
+	ConnectionIP                string         `json:"connection_ip"`
+	Connected                   bool           `json:"connected"`
+	LastSeen                    string         `json:"last_seen"`
+	OS                          string         `json:"os"`
+	KernelVersion               string         `json:"kernel_version"`
+	GeonameID                   int            `json:"geoname_id"`
+	Version                     string         `json:"version"`
+	UIVersion                   string         `json:"ui_version"`
+	Groups                      []groupMinimum `json:"groups"`
+	SSHEnabled                  bool           `json:"ssh_enabled"`
+	UserID                      string         `json:"user_id"`
+	Hostname                    string         `json:"hostname"`
+	DNSLabel                    string         `json:"dns_label"`
+	LoginExpirationEnabled      bool           `json:"login_expiration_enabled"`
+	LoginExpired                bool           `json:"login_expired"`
+	LastLogin                   string         `json:"last_login"`
+	InactivityExpirationEnabled bool           `json:"inactivity_expiration_enabled"`
+	ApprovalRequired            bool           `json:"approval_required"`
+	CountryCode                 string         `json:"country_code"`
+	CityName                    string         `json:"city_name"`
+	SerialNumber                string         `json:"serial_number"`
+	ExtraDNSLabels              []string       `json:"extra_dns_labels"`
+	Ephemeral                   bool           `json:"ephemeral"`
+	AccessiblePeersCount        *int           `json:"accessible_peers_count,omitempty"`
+}
+
+// peerView is what the peer endpoints read of an account.
+type peerView struct {
+	acc    account.Account
+	peers  []account.Peer
+	groups []account.Group
+}
+
+// visible loads the account's peers the caller may see: all for an admin,
+// its own for a user.
+func (a *API) visible(ctx context.Context, caller account.User) (peerView, error) {
+	var v peerView
+	err := a.o.Store.Read(ctx, func(tx *store.Tx) error {
+		at := tx.In(caller.AccountID)
+		var err error
+		if v.acc, err = at.Account(ctx); err != nil {
+			return err
+		}
+		if v.groups, err = at.Groups(ctx); err != nil {
+			return err
+		}
+		if caller.Role.IsAdmin() {
+			v.peers, err = at.Peers(ctx)
+		} else {
+			v.peers, err = at.UserPeers(ctx, caller.ID)
+		}
+		return err
+	})
+	return v, err
+}
+
+func (v peerView) toPeer(p account.Peer, now time.Time) peerJSON {
+	groups := []groupMinimum{}
+	for _, g := range v.groups {
+		in := g.All
+		for _, m := range g.Peers {
+			in = in || m == p.ID
+		}
+		if in {
+			n := len(g.Peers)
+			if g.All {
+				n = len(v.peers)
+			}
+			groups = append(groups, groupMinimum{ID: string(g.ID), Name: g.Name, PeersCount: n})
+		}
+	}
+	exp := v.acc.Settings.LoginExpiry(p)
+	os := p.Meta.OS
+	if p.Meta.OSVersion != "" {
+		os += " " + p.Meta.OSVersion
+	}
+	return peerJSON{ID: string(p.ID), Name: p.Name, CreatedAt: ts(p.CreatedAt), IP: p.IP.String(), Connected: p.Connected, LastSeen: ts(p.LastSeen),
+		OS: os, KernelVersion: p.Meta.KernelVersion, Version: p.Meta.NetbirdVersion, UIVersion: p.Meta.UIVersion, Groups: groups,
+		UserID: string(p.UserID), Hostname: p.Meta.Hostname, DNSLabel: p.FQDN(v.acc.Domain), LoginExpirationEnabled: p.LoginExpirationEnabled,
+		LoginExpired: !exp.IsZero() && now.After(exp), LastLogin: ts(p.LastLogin), SerialNumber: p.Meta.SerialNumber,
+		ExtraDNSLabels: []string{}, Ephemeral: p.Ephemeral}
+}
+
+func (a *API) listPeers(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	v, err := a.visible(r.Context(), caller)
+	if err != nil {
+		return err
+	}
+	name, ip := r.URL.Query().Get("name"), r.URL.Query().Get("ip")
+	now := time.Now()
+	out := []peerJSON{}
+	for _, p := range v.peers {
+		if (name != "" && p.Name != name) || (ip != "" && p.IP.String() != ip) {
+			continue
+		}
+		out = append(out, v.toPeer(p, now))
+	}
+	return ok(w, out)
+}
+
+// peer finds one peer the caller may see.
+func (a *API) peer(ctx context.Context, caller account.User, id account.PeerID) (peerView, account.Peer, error) {
+	v, err := a.visible(ctx, caller)
+	if err != nil {
+		return v, account.Peer{}, err
+	}
+	for _, p := range v.peers {
+		if p.ID == id {
+			return v, p, nil
+		}
+	}
+	return v, account.Peer{}, users.ErrNotFound
+}
+
+func (a *API) getPeer(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	v, p, err := a.peer(r.Context(), caller, account.PeerID(r.PathValue("peerId")))
+	if err != nil {
+		return err
+	}
+	return ok(w, v.toPeer(p, time.Now()))
+}
+
+func (a *API) updatePeer(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	var req struct {
+		Name                   string `json:"name"`
+		SSHEnabled             bool   `json:"ssh_enabled"`
+		LoginExpirationEnabled bool   `json:"login_expiration_enabled"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	id := account.PeerID(r.PathValue("peerId"))
+	if _, _, err := a.peer(r.Context(), caller, id); err != nil {
+		return err
+	}
+	if _, err := a.o.Peers.Update(r.Context(), caller.AccountID, id, req.Name, req.LoginExpirationEnabled, string(caller.ID)); err != nil {
+		return err
+	}
+	v, p, err := a.peer(r.Context(), caller, id)
+	if err != nil {
+		return err
+	}
+	return ok(w, v.toPeer(p, time.Now()))
+}
+
+func (a *API) deletePeer(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	id := account.PeerID(r.PathValue("peerId"))
+	if _, _, err := a.peer(r.Context(), caller, id); err != nil {
+		return err
+	}
+	if err := a.o.Peers.Delete(r.Context(), caller.AccountID, id, string(caller.ID)); err != nil {
+		return err
+	}
+	return ok(w, struct{}{})
+}
+
+// --- events ---
+
+type eventJSON struct {
+	ID             string            `json:"id"`
+	Timestamp      string            `json:"timestamp"`
+	Activity       string            `json:"activity"`
+	ActivityCode   string            `json:"activity_code"`
+	InitiatorID    string            `json:"initiator_id"`
+	InitiatorName  string            `json:"initiator_name"`
+	InitiatorEmail string            `json:"initiator_email"`
+	TargetID       string            `json:"target_id"`
+	Meta           map[string]string `json:"meta"`
+}
+
+func (a *API) events(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	if err := requireAdmin(caller); err != nil {
+		return err
+	}
+	var (
+		es []account.Event
+		us []account.User
+	)
+	err := a.o.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		if es, err = tx.In(caller.AccountID).Events(r.Context(), 0); err != nil {
+			return err
+		}
+		us, err = tx.In(caller.AccountID).Users(r.Context())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	byID := map[string]account.User{}
+	for _, u := range us {
+		byID[string(u.ID)] = u
+	}
+	out := make([]eventJSON, 0, len(es))
+	for _, e := range es {
+		meta := e.Meta
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		u := byID[e.Initiator]
+		out = append(out, eventJSON{ID: fmt.Sprint(e.ID), Timestamp: ts(e.At), Activity: e.Activity, ActivityCode: e.Activity,
+			InitiatorID: e.Initiator, InitiatorName: u.Name, InitiatorEmail: u.Email, TargetID: e.Target, Meta: meta})
+	}
+	return ok(w, out)
+}

@@ -1,0 +1,158 @@
+// Package idp is management's built-in identity provider for installs that
+// have none: local users with bcrypt-hashed passwords kept in the store,
+// served as a real OpenID Connect issuer (internal/oidcop on
+// zitadel/oidc/v3) to the dashboard and to agents. Its signing key lives in
+// the store, so tokens stay valid across restarts and every management
+// instance on the same database issues and accepts the same tokens. It
+// authenticates; accounts and roles are package users' business.
+package idp
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/wiremesh/wiremesh/internal/oidcop"
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/store"
+)
+
+// Client IDs of the built-in provider, as the reference's embedded IdP
+// names them.
+const (
+	AgentClientID     = "netbird-client"
+	DashboardClientID = "netbird-dashboard"
+)
+
+// AgentRedirectURLs are the loopback callbacks the official client listens
+// on for the PKCE flow (any port matches for a native client).
+var AgentRedirectURLs = []string{"http://localhost:53000/", "http://localhost:54000/"}
+
+// ErrWeakPassword is a password shorter than MinPasswordLen.
+var ErrWeakPassword = errors.New("password must be at least 8 characters")
+
+// MinPasswordLen is the shortest password accepted.
+const MinPasswordLen = 8
+
+// HashPassword returns the bcrypt hash to store.
+func HashPassword(pw string) (string, error) {
+	if len(pw) < MinPasswordLen {
+		return "", ErrWeakPassword
+	}
+	if len(pw) > 72 {
+		return "", errors.New("password must be at most 72 bytes")
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
+	return string(h), err
+}
+
+// Directory authenticates against the store's local credentials.
+type Directory struct{ Store *store.Store }
+
+// dummyHash keeps a wrong e-mail address as slow as a wrong password, so
+// response times do not reveal which addresses exist.
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not a password of anyone"), bcrypt.DefaultCost)
+
+// Authenticate implements oidcop.Directory.
+func (d Directory) Authenticate(ctx context.Context, email, password string) (oidcop.Identity, error) {
+	var c account.Credential
+	err := d.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		c, err = tx.CredentialByEmail(ctx, email)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+		return oidcop.Identity{}, oidcop.ErrBadCredentials
+	}
+	if err != nil {
+		return oidcop.Identity{}, err
+	}
+	if bcrypt.CompareHashAndPassword([]byte(c.PasswordHash), []byte(password)) != nil {
+		return oidcop.Identity{}, oidcop.ErrBadCredentials
+	}
+	return oidcop.Identity{Subject: string(c.Subject), Email: c.Email, Name: c.Name}, nil
+}
+
+// Lookup implements oidcop.Directory.
+func (d Directory) Lookup(ctx context.Context, subject string) (oidcop.Identity, error) {
+	var c account.Credential
+	err := d.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		c, err = tx.Credential(ctx, account.UserID(subject))
+		return err
+	})
+	if err != nil {
+		return oidcop.Identity{}, fmt.Errorf("user %s: %w", subject, err)
+	}
+	return oidcop.Identity{Subject: string(c.Subject), Email: c.Email, Name: c.Name}, nil
+}
+
+const keySetting = "idp_signing_key"
+
+// SigningKey loads the provider's RSA key from the store, creating it once.
+func SigningKey(ctx context.Context, st *store.Store) (*rsa.PrivateKey, error) {
+	for {
+		var v string
+		err := st.Read(ctx, func(tx *store.Tx) error {
+			var err error
+			v, err = tx.Setting(ctx, keySetting)
+			return err
+		})
+		if err == nil {
+			blk, _ := pem.Decode([]byte(v))
+			if blk == nil {
+				return nil, errors.New("idp signing key: stored value is not PEM")
+			}
+			return x509.ParsePKCS1PrivateKey(blk.Bytes)
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("idp signing key: %w", err)
+		}
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			return nil, err
+		}
+		enc := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
+		err = st.Tx(ctx, func(tx *store.Tx) error { return tx.InsertSetting(ctx, keySetting, string(enc)) })
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			return nil, fmt.Errorf("idp signing key: %w", err)
+		}
+		// Another instance may have won the race: read what is stored.
+	}
+}
+
+// Options configure the built-in provider.
+type Options struct {
+	// Issuer is the provider's public URL, ending in /oauth2 by convention.
+	Issuer string
+	// DashboardRedirects are the dashboard's login callbacks.
+	DashboardRedirects []string
+	Log                *slog.Logger
+}
+
+// New opens the built-in provider on the store.
+func New(ctx context.Context, st *store.Store, o Options) (*oidcop.Provider, error) {
+	key, err := SigningKey(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	return oidcop.New(oidcop.Options{
+		Issuer:    strings.TrimSuffix(o.Issuer, "/"),
+		Directory: Directory{Store: st},
+		Key:       key,
+		Log:       o.Log,
+		Clients: []oidcop.ClientConfig{
+			{ID: AgentClientID, Native: true, RedirectURIs: AgentRedirectURLs},
+			{ID: DashboardClientID, RedirectURIs: o.DashboardRedirects},
+		},
+	})
+}

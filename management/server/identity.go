@@ -1,0 +1,141 @@
+package server
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/wiremesh/wiremesh/internal/oidcop"
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/auth"
+	"github.com/wiremesh/wiremesh/management/grpcapi"
+	"github.com/wiremesh/wiremesh/management/idp"
+	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/users"
+)
+
+// Identity configures who may log in: the built-in provider, an external
+// OpenID Connect provider, or neither (setup keys and PATs only).
+type Identity struct {
+	// Mode places new users in accounts (default: one account).
+	Mode users.Mode
+	// BuiltInIssuer turns the built-in provider on at this public URL; its
+	// path (conventionally /oauth2) is where the server mounts it.
+	BuiltInIssuer string
+	// DashboardRedirects are the dashboard's login callbacks (built-in).
+	DashboardRedirects []string
+
+	// External provider, used when BuiltInIssuer is empty.
+	Issuer      string
+	ClientID    string   // the agent's client ID (device flow, PKCE)
+	Audiences   []string // accepted token audiences (default: ClientID)
+	Scopes      string   // requested by agents (default "openid profile email")
+	GroupsClaim string   // default "groups"
+	UseIDToken  bool     // agents log in with the ID token instead of the access token
+	// RedirectURLs for the agent's PKCE flow (default: the official
+	// client's loopback callbacks).
+	RedirectURLs []string
+}
+
+// enabled reports whether any identity provider is configured.
+func (i Identity) enabled() bool { return i.BuiltInIssuer != "" || i.Issuer != "" }
+
+// sso adapts verification and the user directory to the gRPC API.
+type sso struct {
+	verifier *auth.Verifier
+	users    *users.Service
+	flows    func(ctx context.Context) (grpcapi.Flows, error)
+}
+
+func (s sso) LoginUser(ctx context.Context, jwt string) (account.User, error) {
+	c, err := s.verifier.Verify(ctx, jwt)
+	if err != nil {
+		if errors.Is(err, auth.ErrIdPUnusable) {
+			return account.User{}, err
+		}
+		return account.User{}, fmt.Errorf("%w: %w", grpcapi.ErrSSOToken, err)
+	}
+	u, err := s.users.FromClaims(ctx, c)
+	if errors.Is(err, users.ErrBlocked) {
+		return account.User{}, fmt.Errorf("%w: %w", grpcapi.ErrSSOToken, err)
+	}
+	return u, err
+}
+
+func (s sso) Flows(ctx context.Context) (grpcapi.Flows, error) { return s.flows(ctx) }
+
+// openIdentity sets up the provider (if built in), the token verifier and
+// the SSO adapter.
+func openIdentity(ctx context.Context, st *store.Store, id Identity, us *users.Service, o Options) (*oidcop.Provider, *auth.Verifier, grpcapi.SSO, error) {
+	if !id.enabled() {
+		return nil, nil, nil, nil
+	}
+	scopes := id.Scopes
+	if scopes == "" {
+		scopes = "openid profile email"
+	}
+	if id.BuiltInIssuer != "" {
+		p, err := idp.New(ctx, st, idp.Options{Issuer: id.BuiltInIssuer, DashboardRedirects: id.DashboardRedirects, Log: o.Log})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		pub, _ := p.PublicKey()
+		v, err := auth.NewVerifier(auth.JWTConfig{Issuer: p.Issuer(), Audiences: []string{idp.AgentClientID, idp.DashboardClientID},
+			KeySet: &oidc.StaticKeySet{PublicKeys: []crypto.PublicKey{pub}}})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		ep := p.Endpoints()
+		flows := grpcapi.Flows{ClientID: idp.AgentClientID, Audience: idp.AgentClientID, Scope: scopes,
+			AuthorizationEndpoint: ep.Authorization, TokenEndpoint: ep.Token, DeviceAuthEndpoint: ep.DeviceAuthorization,
+			RedirectURLs: idp.AgentRedirectURLs}
+		return p, v, sso{verifier: v, users: us, flows: func(context.Context) (grpcapi.Flows, error) { return flows, nil }}, nil
+	}
+	if id.ClientID == "" {
+		return nil, nil, nil, errors.New("an external identity provider needs the agents' client ID (--oidc-client-id)")
+	}
+	auds := id.Audiences
+	if len(auds) == 0 {
+		auds = []string{id.ClientID}
+	}
+	v, err := auth.NewVerifier(auth.JWTConfig{Issuer: id.Issuer, Audiences: auds, GroupsClaim: id.GroupsClaim})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	redirects := id.RedirectURLs
+	if len(redirects) == 0 {
+		redirects = idp.AgentRedirectURLs
+	}
+	flows := func(ctx context.Context) (grpcapi.Flows, error) {
+		p, err := v.Provider(ctx)
+		if err != nil {
+			return grpcapi.Flows{}, err
+		}
+		ep := p.Endpoint()
+		return grpcapi.Flows{ClientID: id.ClientID, Audience: auds[0], Scope: scopes, UseIDToken: id.UseIDToken,
+			AuthorizationEndpoint: ep.AuthURL, TokenEndpoint: ep.TokenURL, DeviceAuthEndpoint: ep.DeviceAuthURL, RedirectURLs: redirects}, nil
+	}
+	return nil, v, sso{verifier: v, users: us, flows: flows}, nil
+}
+
+// Mount adds the REST API (/api/) and, when built in, the identity
+// provider (under its issuer's path) to mux.
+func (s *Server) Mount(mux *http.ServeMux) {
+	mux.Handle("/api/", s.REST)
+	if s.IdP != nil {
+		mux.Handle(issuerPath(s.IdP.Issuer())+"/", s.IdP)
+	}
+}
+
+func issuerPath(issuer string) string {
+	_, rest, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(issuer, "https://"), "http://"), "/")
+	if rest == "" {
+		return ""
+	}
+	return "/" + strings.TrimSuffix(rest, "/")
+}

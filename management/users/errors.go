@@ -1,0 +1,26 @@
+package users
+
+import "errors"
+
+// Errors callers check with errors.Is; the REST boundary maps them to
+// status codes.
+var (
+	// ErrUnauthenticated: no valid credentials.
+	ErrUnauthenticated = errors.New("authentication required")
+	// ErrForbidden: the caller's role does not allow it.
+	ErrForbidden = errors.New("permission denied")
+	// ErrNotFound: not in the caller's account.
+	ErrNotFound = errors.New("not found")
+	// ErrBlocked: the user is blocked.
+	ErrBlocked = errors.New("user is blocked")
+	// ErrInvalid: a request that breaks a rule (with details wrapped).
+	ErrInvalid = errors.New("invalid request")
+	// ErrConflict: it exists already.
+	ErrConflict = errors.New("already exists")
+	// ErrSetupDone: the first owner exists; /api/setup is closed.
+	ErrSetupDone = errors.New("setup already completed")
+	// ErrNoLocalIdP: the operation needs the built-in identity provider.
+	ErrNoLocalIdP = errors.New("the built-in identity provider is not enabled")
+	// ErrExpired: an invite or token whose time is over.
+	ErrExpired = errors.New("expired")
+)

@@ -1,0 +1,384 @@
+package users
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/mail"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/google/uuid"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/auth"
+	"github.com/wiremesh/wiremesh/management/idp"
+	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/tenant"
+)
+
+// This file holds what needs the built-in identity provider: first-run
+// setup, invitations and passwords.
+
+// SetupRequired reports whether the install still waits for its owner.
+func (s *Service) SetupRequired(ctx context.Context) (bool, error) {
+	if !s.o.LocalIdP {
+		return false, nil
+	}
+	acc, err := tenant.Default(ctx, s.o.Store, s.now())
+	if err != nil {
+		return false, err
+	}
+	var has bool
+	err = s.o.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		has, err = tx.In(acc.ID).HasOwner(ctx)
+		return err
+	})
+	return !has, err
+}
+
+// SetupInput creates the first owner.
+type SetupInput struct {
+	Email, Password, Name string
+	CreatePAT             bool
+	PATDays               int
+}
+
+// Setup creates the owner of the install's account with a local login,
+// and optionally a personal access token (returned once). It refuses once
+// an owner exists. Everything is created in one transaction.
+func (s *Service) Setup(ctx context.Context, in SetupInput) (account.User, string, error) {
+	if !s.o.LocalIdP {
+		return account.User{}, "", ErrNoLocalIdP
+	}
+	in.Email = strings.TrimSpace(in.Email)
+	if _, err := mail.ParseAddress(in.Email); err != nil || in.Email == "" {
+		return account.User{}, "", fmt.Errorf("%w: a valid e-mail address is required", ErrInvalid)
+	}
+	if strings.TrimSpace(in.Name) == "" {
+		in.Name = in.Email
+	}
+	hash, err := idp.HashPassword(in.Password)
+	if err != nil {
+		return account.User{}, "", fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if in.PATDays == 0 {
+		in.PATDays = 1
+	}
+	if in.CreatePAT && (in.PATDays < 1 || in.PATDays > MaxTokenDays) {
+		return account.User{}, "", fmt.Errorf("%w: pat_expire_in must be 1 to %d days", ErrInvalid, MaxTokenDays)
+	}
+	acc, err := tenant.Default(ctx, s.o.Store, s.now())
+	if err != nil {
+		return account.User{}, "", err
+	}
+	now := s.now()
+	u := account.User{ID: account.UserID(uuid.NewString()), AccountID: acc.ID, Email: in.Email, Name: strings.TrimSpace(in.Name),
+		Role: account.RoleOwner, AutoGroups: []string{}, Issued: "api", CreatedAt: now}
+	var plain string
+	err = s.o.Store.Tx(ctx, func(tx *store.Tx) error {
+		at := tx.In(acc.ID)
+		// Concurrent setups queue here; the second finds the owner.
+		if _, err := at.Lock(ctx); err != nil {
+			return err
+		}
+		if has, err := at.HasOwner(ctx); err != nil || has {
+			if err == nil {
+				err = ErrSetupDone
+			}
+			return err
+		}
+		if err := tx.InsertCredential(ctx, account.Credential{Subject: u.ID, Email: u.Email, Name: u.Name, PasswordHash: hash, CreatedAt: now}); err != nil {
+			return err
+		}
+		if err := at.InsertUser(ctx, u); err != nil {
+			return err
+		}
+		if in.CreatePAT {
+			var h string
+			var err error
+			if plain, h, err = auth.NewPAT(); err != nil {
+				return err
+			}
+			t := account.Token{ID: account.TokenID(uuid.NewString()), AccountID: acc.ID, UserID: u.ID, Name: "setup", Hash: h,
+				ExpiresAt: now.Add(time.Duration(in.PATDays) * 24 * time.Hour), CreatedBy: u.ID, CreatedAt: now}
+			if err := at.InsertToken(ctx, t); err != nil {
+				return err
+			}
+		}
+		_, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "user.create", Initiator: "setup", Target: string(u.ID),
+			Meta: map[string]string{"email": u.Email, "role": string(u.Role)}})
+		return err
+	})
+	if err != nil {
+		return account.User{}, "", mapErr(err)
+	}
+	s.o.Log.Info("owner created by setup", "user", u.ID, "email", u.Email)
+	return u, plain, nil
+}
+
+// CheckPassword applies the invite rules: at least 8 characters, an
+// upper-case letter, a digit and a character that is neither.
+func CheckPassword(pw string) error {
+	var upper, digit, other bool
+	for _, r := range pw {
+		switch {
+		case unicode.IsUpper(r):
+			upper = true
+		case unicode.IsDigit(r):
+			digit = true
+		case !unicode.IsLetter(r):
+			other = true
+		}
+	}
+	if len(pw) < idp.MinPasswordLen || !upper || !digit || !other {
+		return fmt.Errorf("%w: the password needs at least 8 characters with an upper-case letter, a digit and a symbol", ErrInvalid)
+	}
+	return nil
+}
+
+// DefaultInviteTTL is how long an invitation is valid unless told.
+const DefaultInviteTTL = 72 * time.Hour
+
+// InviteInput describes an invitation.
+type InviteInput struct {
+	Email, Name string
+	Role        account.Role
+	AutoGroups  []string
+	ExpiresIn   time.Duration
+}
+
+// CreateInvite makes an invitation link token (returned once).
+func (s *Service) CreateInvite(ctx context.Context, caller account.User, in InviteInput) (account.Invite, string, error) {
+	if !s.o.LocalIdP {
+		return account.Invite{}, "", ErrNoLocalIdP
+	}
+	if !caller.Role.IsAdmin() {
+		return account.Invite{}, "", ErrForbidden
+	}
+	if err := checkRole(in.Role); err != nil {
+		return account.Invite{}, "", err
+	}
+	in.Email = strings.TrimSpace(in.Email)
+	if _, err := mail.ParseAddress(in.Email); err != nil || in.Email == "" {
+		return account.Invite{}, "", fmt.Errorf("%w: a valid e-mail address is required", ErrInvalid)
+	}
+	if strings.TrimSpace(in.Name) == "" {
+		return account.Invite{}, "", fmt.Errorf("%w: a name is required", ErrInvalid)
+	}
+	if in.ExpiresIn <= 0 {
+		in.ExpiresIn = DefaultInviteTTL
+	}
+	if in.AutoGroups == nil {
+		in.AutoGroups = []string{}
+	}
+	token, err := auth.NewSecret("nbi_")
+	if err != nil {
+		return account.Invite{}, "", err
+	}
+	now := s.now()
+	v := account.Invite{ID: account.InviteID(uuid.NewString()), AccountID: caller.AccountID, Email: in.Email, Name: strings.TrimSpace(in.Name),
+		Role: in.Role, AutoGroups: in.AutoGroups, Hash: auth.HashSecret(token), ExpiresAt: now.Add(in.ExpiresIn), CreatedBy: caller.ID, CreatedAt: now}
+	err = s.o.Store.Tx(ctx, func(tx *store.Tx) error {
+		at := tx.In(caller.AccountID)
+		if err := checkGroups(ctx, at, v.AutoGroups); err != nil {
+			return err
+		}
+		if _, err := tx.CredentialByEmail(ctx, v.Email); err == nil {
+			return fmt.Errorf("%w: a user with e-mail %s", ErrConflict, v.Email)
+		}
+		if err := at.PutInvite(ctx, v); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return fmt.Errorf("%w: an invitation for %s", ErrConflict, v.Email)
+			}
+			return err
+		}
+		_, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "user.invite.link.create", Initiator: string(caller.ID), Target: string(v.ID),
+			Meta: map[string]string{"email": v.Email}})
+		return err
+	})
+	if err != nil {
+		return account.Invite{}, "", mapErr(err)
+	}
+	return v, token, nil
+}
+
+// Invites lists the account's invitations.
+func (s *Service) Invites(ctx context.Context, caller account.User) ([]account.Invite, error) {
+	if !s.o.LocalIdP {
+		return nil, ErrNoLocalIdP
+	}
+	if !caller.Role.IsAdmin() {
+		return nil, ErrForbidden
+	}
+	var out []account.Invite
+	err := s.o.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		out, err = tx.In(caller.AccountID).Invites(ctx)
+		return err
+	})
+	if out == nil {
+		out = []account.Invite{}
+	}
+	return out, mapErr(err)
+}
+
+// DeleteInvite withdraws an invitation.
+func (s *Service) DeleteInvite(ctx context.Context, caller account.User, id account.InviteID) error {
+	if !s.o.LocalIdP {
+		return ErrNoLocalIdP
+	}
+	if !caller.Role.IsAdmin() {
+		return ErrForbidden
+	}
+	return mapErr(s.o.Store.Tx(ctx, func(tx *store.Tx) error {
+		at := tx.In(caller.AccountID)
+		if err := at.DeleteInvite(ctx, id); err != nil {
+			return err
+		}
+		_, err := at.InsertEvent(ctx, account.Event{At: s.now(), Activity: "user.invite.link.delete", Initiator: string(caller.ID), Target: string(id)})
+		return err
+	}))
+}
+
+// RegenerateInvite issues a new token for an invitation; the old one stops
+// working.
+func (s *Service) RegenerateInvite(ctx context.Context, caller account.User, id account.InviteID, ttl time.Duration) (account.Invite, string, error) {
+	if !s.o.LocalIdP {
+		return account.Invite{}, "", ErrNoLocalIdP
+	}
+	if !caller.Role.IsAdmin() {
+		return account.Invite{}, "", ErrForbidden
+	}
+	if ttl <= 0 {
+		ttl = DefaultInviteTTL
+	}
+	token, err := auth.NewSecret("nbi_")
+	if err != nil {
+		return account.Invite{}, "", err
+	}
+	var v account.Invite
+	err = s.o.Store.Tx(ctx, func(tx *store.Tx) error {
+		at := tx.In(caller.AccountID)
+		var err error
+		if v, err = at.Invite(ctx, id); err != nil {
+			return err
+		}
+		v.Hash, v.ExpiresAt = auth.HashSecret(token), s.now().Add(ttl)
+		if err := at.PutInvite(ctx, v); err != nil {
+			return err
+		}
+		_, err = at.InsertEvent(ctx, account.Event{At: s.now(), Activity: "user.invite.link.regenerate", Initiator: string(caller.ID), Target: string(id)})
+		return err
+	})
+	if err != nil {
+		return account.Invite{}, "", mapErr(err)
+	}
+	return v, token, nil
+}
+
+// InviteInfo describes an invitation to whoever holds its token.
+type InviteInfo struct {
+	Invite    account.Invite
+	Valid     bool
+	InvitedBy string
+}
+
+// LookupInvite finds an invitation by its token (no authentication: the
+// token is the credential).
+func (s *Service) LookupInvite(ctx context.Context, token string) (InviteInfo, error) {
+	if !s.o.LocalIdP {
+		return InviteInfo{}, ErrNoLocalIdP
+	}
+	var info InviteInfo
+	err := s.o.Store.Read(ctx, func(tx *store.Tx) error {
+		v, err := tx.InviteByHash(ctx, auth.HashSecret(token))
+		if err != nil {
+			return err
+		}
+		info.Invite, info.Valid = v, s.now().Before(v.ExpiresAt)
+		if by, err := tx.In(v.AccountID).User(ctx, v.CreatedBy); err == nil {
+			info.InvitedBy = by.Name
+		}
+		return nil
+	})
+	return info, mapErr(err)
+}
+
+// AcceptInvite turns an invitation into a user with a local login.
+func (s *Service) AcceptInvite(ctx context.Context, token, password string) (account.User, error) {
+	if !s.o.LocalIdP {
+		return account.User{}, ErrNoLocalIdP
+	}
+	if err := CheckPassword(password); err != nil {
+		return account.User{}, err
+	}
+	hash, err := idp.HashPassword(password)
+	if err != nil {
+		return account.User{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	now := s.now()
+	var u account.User
+	err = s.o.Store.Tx(ctx, func(tx *store.Tx) error {
+		v, err := tx.InviteByHash(ctx, auth.HashSecret(token))
+		if err != nil {
+			return err
+		}
+		if !now.Before(v.ExpiresAt) {
+			return fmt.Errorf("%w: the invitation expired at %s; ask for a new one", ErrExpired, v.ExpiresAt.Format(time.RFC3339))
+		}
+		at := tx.In(v.AccountID)
+		u = account.User{ID: account.UserID(uuid.NewString()), AccountID: v.AccountID, Email: v.Email, Name: v.Name, Role: v.Role,
+			AutoGroups: v.AutoGroups, Issued: "api", CreatedAt: now}
+		if err := tx.InsertCredential(ctx, account.Credential{Subject: u.ID, Email: u.Email, Name: u.Name, PasswordHash: hash, CreatedAt: now}); err != nil {
+			return err
+		}
+		if err := at.InsertUser(ctx, u); err != nil {
+			return err
+		}
+		if err := at.DeleteInvite(ctx, v.ID); err != nil {
+			return err
+		}
+		_, err = at.InsertEvent(ctx, account.Event{At: now, Activity: "user.invite.link.accept", Initiator: string(u.ID), Target: string(u.ID),
+			Meta: map[string]string{"email": u.Email}})
+		return err
+	})
+	if err != nil {
+		return account.User{}, mapErr(err)
+	}
+	return u, nil
+}
+
+// ChangePassword changes the caller's own local password.
+func (s *Service) ChangePassword(ctx context.Context, caller account.User, id account.UserID, oldPW, newPW string) error {
+	if !s.o.LocalIdP {
+		return ErrNoLocalIdP
+	}
+	if id != caller.ID {
+		return fmt.Errorf("%w: users change only their own password", ErrForbidden)
+	}
+	if err := CheckPassword(newPW); err != nil {
+		return err
+	}
+	hash, err := idp.HashPassword(newPW)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return mapErr(s.o.Store.Tx(ctx, func(tx *store.Tx) error {
+		c, err := tx.Credential(ctx, id)
+		if err != nil {
+			return err
+		}
+		if bcrypt.CompareHashAndPassword([]byte(c.PasswordHash), []byte(oldPW)) != nil {
+			return fmt.Errorf("%w: the old password is wrong", ErrInvalid)
+		}
+		if err := tx.SetPassword(ctx, id, hash); err != nil {
+			return err
+		}
+		_, err = tx.In(caller.AccountID).InsertEvent(ctx, account.Event{At: s.now(), Activity: "user.password.change", Initiator: string(id), Target: string(id)})
+		return err
+	}))
+}

@@ -1,0 +1,289 @@
+package users
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/mail"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/idp"
+	"github.com/wiremesh/wiremesh/management/store"
+)
+
+// List returns the users the caller may see: all of the account's for an
+// admin, only itself for a user. serviceUsers, when set, keeps only
+// service users (true) or only people (false).
+func (s *Service) List(ctx context.Context, caller account.User, serviceUsers *bool) ([]account.User, error) {
+	var all []account.User
+	err := s.o.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		all, err = tx.In(caller.AccountID).Users(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out := []account.User{}
+	for _, u := range all {
+		if !caller.Role.IsAdmin() && u.ID != caller.ID {
+			continue
+		}
+		if serviceUsers != nil && u.ServiceUser != *serviceUsers {
+			continue
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// Get returns one user the caller may see.
+func (s *Service) Get(ctx context.Context, caller account.User, id account.UserID) (account.User, error) {
+	if !caller.Role.IsAdmin() && id != caller.ID {
+		return account.User{}, ErrNotFound
+	}
+	var u account.User
+	err := s.o.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		u, err = tx.In(caller.AccountID).User(ctx, id)
+		return err
+	})
+	return u, mapErr(err)
+}
+
+// CreateInput describes a new user.
+type CreateInput struct {
+	Email, Name string
+	Role        account.Role
+	AutoGroups  []string
+	ServiceUser bool
+}
+
+// Create adds a service user, or (with the built-in identity provider) a
+// person with a generated password, returned once.
+func (s *Service) Create(ctx context.Context, caller account.User, in CreateInput) (account.User, string, error) {
+	if !caller.Role.IsAdmin() {
+		return account.User{}, "", ErrForbidden
+	}
+	if err := checkRole(in.Role); err != nil {
+		return account.User{}, "", err
+	}
+	now := s.now()
+	u := account.User{ID: account.UserID(uuid.NewString()), AccountID: caller.AccountID, Email: strings.TrimSpace(in.Email), Name: strings.TrimSpace(in.Name),
+		Role: in.Role, AutoGroups: in.AutoGroups, ServiceUser: in.ServiceUser, Issued: "api", CreatedAt: now}
+	if u.AutoGroups == nil {
+		u.AutoGroups = []string{}
+	}
+	var password string
+	if !u.ServiceUser {
+		if !s.o.LocalIdP {
+			return account.User{}, "", fmt.Errorf("%w: with an external identity provider people join by logging in; create them there", ErrNoLocalIdP)
+		}
+		if _, err := mail.ParseAddress(u.Email); err != nil || u.Email == "" {
+			return account.User{}, "", fmt.Errorf("%w: a valid e-mail address is required", ErrInvalid)
+		}
+		if u.Name == "" {
+			u.Name = u.Email
+		}
+		b := make([]byte, 15)
+		if _, err := rand.Read(b); err != nil {
+			return account.User{}, "", err
+		}
+		password = base64.RawURLEncoding.EncodeToString(b)
+	} else if u.Name == "" {
+		return account.User{}, "", fmt.Errorf("%w: a service user needs a name", ErrInvalid)
+	}
+	err := s.o.Store.Tx(ctx, func(tx *store.Tx) error {
+		at := tx.In(caller.AccountID)
+		if err := checkGroups(ctx, at, u.AutoGroups); err != nil {
+			return err
+		}
+		if !u.ServiceUser {
+			if _, err := tx.CredentialByEmail(ctx, u.Email); err == nil {
+				return fmt.Errorf("%w: a user with e-mail %s", ErrConflict, u.Email)
+			}
+			hash, err := idp.HashPassword(password)
+			if err != nil {
+				return err
+			}
+			if err := tx.InsertCredential(ctx, account.Credential{Subject: u.ID, Email: u.Email, Name: u.Name, PasswordHash: hash, CreatedAt: now}); err != nil {
+				return err
+			}
+		}
+		if err := at.InsertUser(ctx, u); err != nil {
+			return err
+		}
+		activity := "user.create"
+		if u.ServiceUser {
+			activity = "service.user.create"
+		}
+		_, err := at.InsertEvent(ctx, account.Event{At: now, Activity: activity, Initiator: string(caller.ID), Target: string(u.ID),
+			Meta: map[string]string{"name": u.Name, "email": u.Email, "role": string(u.Role)}})
+		return err
+	})
+	if err != nil {
+		return account.User{}, "", mapErr(err)
+	}
+	return u, password, nil
+}
+
+func checkRole(r account.Role) error {
+	if _, ok := account.ParseRole(string(r)); !ok {
+		return fmt.Errorf("%w: unknown role %q (want admin or user)", ErrInvalid, r)
+	}
+	if r == account.RoleOwner {
+		return fmt.Errorf("%w: there is one owner per account; give the admin role instead", ErrInvalid)
+	}
+	return nil
+}
+
+// checkGroups refuses group IDs that are not the account's.
+func checkGroups(ctx context.Context, at *store.AccountTx, ids []string) error {
+	for _, id := range ids {
+		if _, err := at.Group(ctx, account.GroupID(id)); errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("%w: group %q does not exist", ErrInvalid, id)
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// UpdateInput is what an admin may change about a user.
+type UpdateInput struct {
+	Role       account.Role
+	AutoGroups []string
+	Blocked    bool
+}
+
+// Update changes a user's role, groups and block. Blocking takes the
+// user's peers out of every network map and ends their sessions.
+func (s *Service) Update(ctx context.Context, caller account.User, id account.UserID, in UpdateInput) (account.User, error) {
+	if !caller.Role.IsAdmin() {
+		return account.User{}, ErrForbidden
+	}
+	var (
+		u       account.User
+		network bool
+	)
+	now := s.now()
+	err := s.o.Store.Tx(ctx, func(tx *store.Tx) error {
+		at := tx.In(caller.AccountID)
+		var err error
+		if u, err = at.User(ctx, id); err != nil {
+			return err
+		}
+		if u.Role == account.RoleOwner {
+			if in.Role != account.RoleOwner {
+				return fmt.Errorf("%w: the owner's role cannot be changed", ErrInvalid)
+			}
+			if in.Blocked {
+				return fmt.Errorf("%w: the owner cannot be blocked", ErrInvalid)
+			}
+		} else if err := checkRole(in.Role); err != nil {
+			return err
+		}
+		if in.Blocked && id == caller.ID {
+			return fmt.Errorf("%w: you cannot block yourself", ErrInvalid)
+		}
+		if in.AutoGroups == nil {
+			in.AutoGroups = []string{}
+		}
+		if err := checkGroups(ctx, at, in.AutoGroups); err != nil {
+			return err
+		}
+		events := []account.Event{}
+		ev := func(activity string, meta map[string]string) {
+			events = append(events, account.Event{At: now, Activity: activity, Initiator: string(caller.ID), Target: string(id), Meta: meta})
+		}
+		if in.Role != u.Role {
+			ev("user.role.update", map[string]string{"role": string(in.Role)})
+		}
+		if in.Blocked != u.Blocked {
+			network = true
+			if in.Blocked {
+				ev("user.block", map[string]string{"email": u.Email})
+			} else {
+				ev("user.unblock", map[string]string{"email": u.Email})
+			}
+		}
+		u.Role, u.AutoGroups, u.Blocked = in.Role, in.AutoGroups, in.Blocked
+		if err := at.UpdateUser(ctx, u); err != nil {
+			return err
+		}
+		for _, e := range events {
+			if _, err := at.InsertEvent(ctx, e); err != nil {
+				return err
+			}
+		}
+		if network {
+			_, err = at.BumpSerial(ctx)
+		}
+		return err
+	})
+	if err != nil {
+		return account.User{}, mapErr(err)
+	}
+	if network {
+		s.o.Log.Info("user block changed", "user", id, "blocked", u.Blocked, "by", caller.ID)
+		s.o.Notify.AccountChanged(caller.AccountID)
+	}
+	return u, nil
+}
+
+// Delete removes a user, its tokens, its local login and the peers it
+// added.
+func (s *Service) Delete(ctx context.Context, caller account.User, id account.UserID) error {
+	if !caller.Role.IsAdmin() {
+		return ErrForbidden
+	}
+	if id == caller.ID {
+		return fmt.Errorf("%w: you cannot delete yourself", ErrInvalid)
+	}
+	now := s.now()
+	err := s.o.Store.Tx(ctx, func(tx *store.Tx) error {
+		at := tx.In(caller.AccountID)
+		u, err := at.User(ctx, id)
+		if err != nil {
+			return err
+		}
+		if u.Role == account.RoleOwner {
+			return fmt.Errorf("%w: the owner cannot be deleted", ErrInvalid)
+		}
+		peers, err := at.UserPeers(ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, p := range peers {
+			if err := at.DeletePeer(ctx, p.ID); err != nil {
+				return err
+			}
+		}
+		if err := at.DeleteUser(ctx, id); err != nil {
+			return err
+		}
+		if err := tx.DeleteCredential(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if _, err := at.BumpSerial(ctx); err != nil {
+			return err
+		}
+		activity := "user.delete"
+		if u.ServiceUser {
+			activity = "service.user.delete"
+		}
+		_, err = at.InsertEvent(ctx, account.Event{At: now, Activity: activity, Initiator: string(caller.ID), Target: string(id),
+			Meta: map[string]string{"email": u.Email, "name": u.Name, "peers": fmt.Sprint(len(peers))}})
+		return err
+	})
+	if err != nil {
+		return mapErr(err)
+	}
+	s.o.Notify.AccountChanged(caller.AccountID)
+	return nil
+}

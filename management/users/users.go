@@ -1,0 +1,361 @@
+// Package users places people and programs in accounts and decides what
+// they may do: it turns verified token claims or a personal access token
+// into an account.User (creating the user, and in multi-account mode its
+// account, on first sight), enforces roles (owner, admin, user), manages
+// users, service users, their personal access tokens and, with the
+// built-in identity provider, first-run setup, invitations and passwords.
+// Blocking or deleting a user changes the account's network so that its
+// peers drop out of every map at once. It knows nothing about HTTP.
+package users
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/auth"
+	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/tenant"
+)
+
+// Mode says which account a new user joins.
+type Mode string
+
+// The modes.
+const (
+	// SingleAccount: everyone joins the install's one account (the
+	// self-hosted default, as the reference's single-account mode).
+	SingleAccount Mode = "single"
+	// DomainAccounts: the first user of an e-mail domain gets a new
+	// account and later users of that domain join it; addresses at public
+	// mail providers each get an account of their own.
+	DomainAccounts Mode = "domain"
+)
+
+// ParseMode accepts "single" and "domain".
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case "", SingleAccount:
+		return SingleAccount, nil
+	case DomainAccounts:
+		return DomainAccounts, nil
+	}
+	return "", fmt.Errorf("unknown account mode %q (want single or domain)", s)
+}
+
+// Notifier learns that an account's network changed.
+type Notifier interface {
+	AccountChanged(id account.ID)
+}
+
+// Options configure the service.
+type Options struct {
+	Store    *store.Store
+	Notify   Notifier
+	Log      *slog.Logger
+	Now      func() time.Time
+	Mode     Mode
+	LocalIdP bool // the built-in identity provider is on
+}
+
+// Service is the user directory of every account.
+type Service struct {
+	o Options
+}
+
+// New returns a service.
+func New(o Options) *Service {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Mode == "" {
+		o.Mode = SingleAccount
+	}
+	return &Service{o: o}
+}
+
+// LocalIdP reports whether the built-in identity provider is on.
+func (s *Service) LocalIdP() bool { return s.o.LocalIdP }
+
+func (s *Service) now() time.Time { return s.o.Now().UTC() }
+
+// mapErr turns store errors into this package's.
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, store.ErrConflict):
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	return err
+}
+
+// --- authentication ---
+
+// FromClaims returns the user behind verified token claims, creating it
+// on first sight: in its domain's account or the install's one account,
+// as owner when that account has none. A blocked user gets ErrBlocked.
+// With JWT group sync on, the token's groups become the user's groups.
+func (s *Service) FromClaims(ctx context.Context, c auth.Claims) (account.User, error) {
+	var (
+		u       account.User
+		changed bool
+	)
+	err := s.o.Store.Tx(ctx, func(tx *store.Tx) error {
+		var err error
+		u, err = tx.UserByID(ctx, account.UserID(c.Subject))
+		if errors.Is(err, store.ErrNotFound) {
+			u, err = s.join(ctx, tx, c)
+		}
+		if err != nil {
+			return err
+		}
+		if u.Blocked {
+			return ErrBlocked
+		}
+		at := tx.In(u.AccountID)
+		acc, err := at.Account(ctx)
+		if err != nil {
+			return err
+		}
+		if acc.Settings.JWTGroupsEnabled {
+			if changed, err = s.syncGroups(ctx, at, &u, acc.Settings, c.Groups); err != nil {
+				return err
+			}
+		}
+		u.LastLogin = s.now()
+		if c.Email != "" {
+			u.Email = c.Email
+		}
+		if c.Name != "" {
+			u.Name = c.Name
+		}
+		return at.UpdateUser(ctx, u)
+	})
+	if err != nil {
+		return account.User{}, mapErr(err)
+	}
+	if changed {
+		s.o.Notify.AccountChanged(u.AccountID)
+	}
+	return u, nil
+}
+
+// publicMail are providers whose users do not share an organisation.
+var publicMail = map[string]bool{
+	"gmail.com": true, "googlemail.com": true, "outlook.com": true, "hotmail.com": true, "live.com": true,
+	"yahoo.com": true, "icloud.com": true, "me.com": true, "proton.me": true, "protonmail.com": true,
+	"gmx.de": true, "gmx.net": true, "web.de": true, "aol.com": true, "mail.ru": true, "yandex.ru": true,
+	"qq.com": true, "163.com": true,
+}
+
+// join creates the user of a subject seen for the first time.
+func (s *Service) join(ctx context.Context, tx *store.Tx, c auth.Claims) (account.User, error) {
+	now := s.now()
+	var (
+		acc account.ID
+		err error
+	)
+	_, domain, _ := strings.Cut(strings.ToLower(c.Email), "@")
+	switch {
+	case s.o.Mode == SingleAccount:
+		accs, err := tx.Accounts(ctx)
+		if err != nil {
+			return account.User{}, err
+		}
+		if len(accs) == 0 {
+			a, err := tenant.Create(ctx, tx, now)
+			if err != nil {
+				return account.User{}, err
+			}
+			accs = append(accs, a)
+		}
+		acc = accs[0].ID
+	case domain != "" && !publicMail[domain]:
+		acc, err = tx.AccountByUserDomain(ctx, domain)
+		if errors.Is(err, store.ErrNotFound) {
+			a, cerr := tenant.Create(ctx, tx, now)
+			if cerr != nil {
+				return account.User{}, cerr
+			}
+			acc, err = a.ID, tx.In(a.ID).SetUserDomain(ctx, domain)
+		}
+		if err != nil {
+			return account.User{}, err
+		}
+	default:
+		a, err := tenant.Create(ctx, tx, now)
+		if err != nil {
+			return account.User{}, err
+		}
+		acc = a.ID
+	}
+	at := tx.In(acc)
+	// Queue behind other first logins of this account, so that exactly
+	// one of them becomes its owner.
+	if _, err := at.Lock(ctx); err != nil {
+		return account.User{}, err
+	}
+	hasOwner, err := at.HasOwner(ctx)
+	if err != nil {
+		return account.User{}, err
+	}
+	role := account.RoleUser
+	if !hasOwner {
+		role = account.RoleOwner
+	}
+	u := account.User{ID: account.UserID(c.Subject), AccountID: acc, Email: c.Email, Name: c.Name, Role: role,
+		AutoGroups: []string{}, Issued: "jwt", CreatedAt: now}
+	if err := at.InsertUser(ctx, u); err != nil {
+		return account.User{}, err
+	}
+	if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "user.join", Initiator: string(u.ID), Target: string(u.ID),
+		Meta: map[string]string{"email": u.Email, "role": string(role)}}); err != nil {
+		return account.User{}, err
+	}
+	s.o.Log.Info("user joined", "user", u.ID, "email", u.Email, "account", acc, "role", role)
+	return u, nil
+}
+
+// syncGroups makes the token's groups the user's groups (creating groups
+// that do not exist yet) and moves the user's peers along: into groups
+// the IdP added, out of groups it took away. It reports whether the
+// network changed.
+func (s *Service) syncGroups(ctx context.Context, at *store.AccountTx, u *account.User, _ account.Settings, names []string) (bool, error) {
+	want := []string{}
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == "" || n == "All" {
+			continue
+		}
+		g, err := at.GroupByName(ctx, n)
+		if errors.Is(err, store.ErrNotFound) {
+			g = account.Group{ID: account.GroupID(uuid.NewString()), AccountID: at.ID(), Name: n, Peers: []account.PeerID{}}
+			err = at.PutGroup(ctx, g)
+		}
+		if err != nil {
+			return false, err
+		}
+		if !slices.Contains(want, string(g.ID)) {
+			want = append(want, string(g.ID))
+		}
+	}
+	slices.Sort(want)
+	old := slices.Clone(u.AutoGroups)
+	slices.Sort(old)
+	if slices.Equal(old, want) {
+		return false, nil
+	}
+	peers, err := at.UserPeers(ctx, u.ID)
+	if err != nil {
+		return false, err
+	}
+	changed := false
+	for _, gid := range append(old, want...) {
+		g, err := at.Group(ctx, account.GroupID(gid))
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		keep := slices.Contains(want, gid)
+		members := g.Peers[:0:0]
+		for _, m := range g.Peers {
+			if keep || !slices.ContainsFunc(peers, func(p account.Peer) bool { return p.ID == m }) {
+				members = append(members, m)
+			}
+		}
+		if keep {
+			for _, p := range peers {
+				if !slices.Contains(members, p.ID) {
+					members = append(members, p.ID)
+				}
+			}
+		}
+		if !slices.Equal(members, g.Peers) {
+			g.Peers = members
+			if err := at.PutGroup(ctx, g); err != nil {
+				return false, err
+			}
+			changed = true
+		}
+	}
+	u.AutoGroups = want
+	if changed {
+		if _, err := at.BumpSerial(ctx); err != nil {
+			return false, err
+		}
+	}
+	return changed, nil
+}
+
+// FromPAT returns the user behind a personal access token.
+func (s *Service) FromPAT(ctx context.Context, plain string) (account.User, error) {
+	hash, err := auth.ParsePAT(plain)
+	if err != nil {
+		return account.User{}, fmt.Errorf("%w: %w", ErrUnauthenticated, err)
+	}
+	var u account.User
+	now := s.now()
+	err = s.o.Store.Tx(ctx, func(tx *store.Tx) error {
+		t, err := tx.TokenByHash(ctx, hash)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("%w: unknown or deleted token", ErrUnauthenticated)
+		}
+		if err != nil {
+			return err
+		}
+		if !t.ExpiresAt.IsZero() && now.After(t.ExpiresAt) {
+			return fmt.Errorf("%w: token expired at %s", ErrUnauthenticated, t.ExpiresAt.Format(time.RFC3339))
+		}
+		at := tx.In(t.AccountID)
+		if u, err = at.User(ctx, t.UserID); err != nil {
+			return err
+		}
+		if u.Blocked {
+			return ErrBlocked
+		}
+		return at.TouchToken(ctx, t.ID, now.UnixNano())
+	})
+	if err != nil {
+		return account.User{}, mapErr(err)
+	}
+	return u, nil
+}
+
+// Refresh reads a caller again (role or block may have changed).
+func (s *Service) Refresh(ctx context.Context, u account.User) (account.User, error) {
+	var out account.User
+	err := s.o.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		out, err = tx.In(u.AccountID).User(ctx, u.ID)
+		return err
+	})
+	return out, mapErr(err)
+}
+
+// PeerUser reports the user who added a peer; ok is false for peers added
+// with a setup key or whose user is gone.
+func PeerUser(ctx context.Context, tx *store.Tx, p account.Peer) (account.User, bool, error) {
+	if p.UserID == "" {
+		return account.User{}, false, nil
+	}
+	u, err := tx.In(p.AccountID).User(ctx, p.UserID)
+	if errors.Is(err, store.ErrNotFound) {
+		return account.User{}, false, nil
+	}
+	return u, err == nil, err
+}
