@@ -83,8 +83,8 @@ type Options struct {
 	// SSO logs users in through an identity provider; nil: setup keys only.
 	SSO      SSO
 	MaxSyncs int // concurrent Sync streams; 0 means 1000
-	Log       *slog.Logger
-	Now       func() time.Time
+	Log      *slog.Logger
+	Now      func() time.Time
 }
 
 // Server implements management.ManagementService.

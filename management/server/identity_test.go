@@ -269,4 +269,3 @@ func TestBuiltInIdentityREST(t *testing.T) {
 type mgmtpbSync = mgmtpb.SyncResponse
 
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
-
