@@ -22,6 +22,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/client/engine"
 	"github.com/wiremesh/wiremesh/client/mgmtclient"
+	"github.com/wiremesh/wiremesh/client/sso"
 	"github.com/wiremesh/wiremesh/client/state"
 	"github.com/wiremesh/wiremesh/proto/daemonpb"
 )
@@ -53,6 +54,17 @@ type Server struct {
 	engConfig  state.Config
 	needsLogin bool
 	lastErr    string
+	// pending is an SSO login waiting for the person (WaitSSOLogin).
+	pending *ssoLogin
+}
+
+// ssoLogin is an SSO login started by Login and finished by WaitSSOLogin.
+type ssoLogin struct {
+	flow    sso.Flow
+	prompt  sso.Prompt
+	cfg     state.Config
+	profile string
+	target  mgmtclient.Target
 }
 
 // Options are the daemon's settings beyond the profile.
@@ -154,11 +166,14 @@ func (s *Server) resume(ctx context.Context) {
 
 func (s *Server) stop() {
 	s.mu.Lock()
-	e := s.eng
-	s.eng = nil
+	e, p := s.eng, s.pending
+	s.eng, s.pending = nil, nil
 	s.mu.Unlock()
 	if e != nil {
 		e.Stop()
+	}
+	if p != nil {
+		p.flow.Close() // frees a PKCE callback port
 	}
 }
 
@@ -221,23 +236,96 @@ func (s *Server) Login(ctx context.Context, req *daemonpb.LoginRequest) (*daemon
 		return nil, err
 	}
 	if _, err := engine.Login(lctx, t, cfg.Key(), req.GetSetupKey(), cfg.Hostname, s.version, s.log); err != nil {
+		if errors.Is(err, mgmtclient.ErrNeedsLogin) && req.GetSetupKey() == "" {
+			// Not registered, or its login expired: a person logs in.
+			return s.startSSO(lctx, name, cfg, t, req.GetIsUnixDesktopClient())
+		}
 		if errors.Is(err, mgmtclient.ErrNeedsLogin) || errors.Is(err, mgmtclient.ErrBadSetupKey) {
 			return nil, status.Error(codes.PermissionDenied, err.Error())
 		}
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
+	if err := s.loggedIn(name, cfg); err != nil {
+		return nil, err
+	}
+	return &daemonpb.LoginResponse{}, nil
+}
+
+// loggedIn saves the profile of a successful login and selects it.
+func (s *Server) loggedIn(name string, cfg state.Config) error {
 	if err := state.Save(s.path(name), cfg); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return status.Error(codes.Internal, err.Error())
 	}
 	if name != s.active() {
 		if err := s.profiles.SetActive(name); err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
+			return status.Error(codes.Internal, err.Error())
 		}
 	}
 	s.mu.Lock()
 	s.needsLogin, s.lastErr = false, ""
 	s.mu.Unlock()
-	return &daemonpb.LoginResponse{}, nil
+	return nil
+}
+
+// startSSO begins the SSO login the server offers and tells the CLI what
+// the person must do; WaitSSOLogin finishes it. s.op held.
+func (s *Server) startSSO(ctx context.Context, name string, cfg state.Config, t mgmtclient.Target, browser bool) (*daemonpb.LoginResponse, error) {
+	flow, err := engine.StartSSO(ctx, t, cfg.Key(), browser, s.log)
+	if err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	p := &ssoLogin{flow: flow, prompt: flow.Prompt(), cfg: cfg, profile: name, target: t}
+	s.mu.Lock()
+	old := s.pending
+	s.pending = p
+	s.mu.Unlock()
+	if old != nil {
+		old.flow.Close()
+	}
+	return &daemonpb.LoginResponse{NeedsSSOLogin: true, UserCode: p.prompt.UserCode, VerificationURI: p.prompt.VerificationURI,
+		VerificationURIComplete: p.prompt.VerificationURIComplete}, nil
+}
+
+// WaitSSOLogin waits for the person to finish the SSO login that Login
+// started, then logs the peer in with the token.
+func (s *Server) WaitSSOLogin(ctx context.Context, req *daemonpb.WaitSSOLoginRequest) (*daemonpb.WaitSSOLoginResponse, error) {
+	s.mu.Lock()
+	p := s.pending
+	s.mu.Unlock()
+	if p == nil || p.prompt.UserCode != req.GetUserCode() {
+		return nil, status.Error(codes.FailedPrecondition, "no SSO login in progress with this code; run netbird up again")
+	}
+	tok, err := p.flow.Wait(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		return nil, status.Error(codes.PermissionDenied, err.Error())
+	}
+	s.op.Lock()
+	defer s.op.Unlock()
+	s.mu.Lock()
+	if s.pending == p {
+		s.pending = nil
+	}
+	s.mu.Unlock()
+	cfg := p.cfg
+	if req.GetHostname() != "" {
+		cfg.Hostname = req.GetHostname()
+	}
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := engine.LoginJWT(lctx, p.target, cfg.Key(), tok.JWT, cfg.Hostname, s.version, s.log); err != nil {
+		if errors.Is(err, mgmtclient.ErrSSORefused) {
+			return nil, status.Error(codes.PermissionDenied, err.Error())
+		}
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	if err := s.loggedIn(p.profile, cfg); err != nil {
+		return nil, err
+	}
+	s.log.Info("logged in through SSO", "email", tok.Email)
+	return &daemonpb.WaitSSOLoginResponse{Email: tok.Email}, nil
 }
 
 // checkIdentity asks the server for its key and compares it with the key

@@ -24,6 +24,7 @@ import (
 	"github.com/wiremesh/wiremesh/client/peer"
 	"github.com/wiremesh/wiremesh/client/relayclient"
 	"github.com/wiremesh/wiremesh/client/signalclient"
+	"github.com/wiremesh/wiremesh/client/sso"
 	"github.com/wiremesh/wiremesh/client/wg"
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/internal/relaywire"
@@ -499,4 +500,45 @@ func firewallRule(fr *mgmtpb.FirewallRule) (acl.Rule, bool) {
 		}
 	}
 	return r, true
+}
+
+// StartSSO asks the server how users log in and starts that login: the
+// PKCE flow with a loopback callback when a browser can open on this
+// machine, else (or when PKCE is not offered or its callback ports are
+// taken) the device flow.
+func StartSSO(ctx context.Context, t mgmtclient.Target, priv key.Private, browser bool, log *slog.Logger) (sso.Flow, error) {
+	c, err := mgmtclient.Dial(t, priv, log)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	pkce, device, err := c.Flows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if pkce == nil && device == nil {
+		return nil, errors.New("this management server offers no SSO login: use a setup key (netbird up --setup-key KEY)")
+	}
+	if browser && pkce != nil {
+		f, err := sso.StartPKCE(ctx, pkce)
+		if err == nil || device == nil {
+			return f, err
+		}
+		log.Warn("browser login unavailable, using the device login", "err", err)
+	}
+	if device == nil {
+		return nil, errors.New("this management server offers only the browser login; run netbird up where a browser can open")
+	}
+	return sso.StartDevice(ctx, device)
+}
+
+// LoginJWT logs in (registering if needed) with a token from the
+// identity provider.
+func LoginJWT(ctx context.Context, t mgmtclient.Target, priv key.Private, jwt, hostname, version string, log *slog.Logger) (*mgmtpb.LoginResponse, error) {
+	c, err := mgmtclient.Dial(t, priv, log)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.LoginJWT(ctx, jwt, Meta(hostname, version))
 }

@@ -32,7 +32,7 @@ import (
 
 // Errors callers check with errors.Is.
 var (
-	ErrNeedsLogin    = errors.New("this peer is not registered: run netbird up with --setup-key")
+	ErrNeedsLogin    = errors.New("login needed: run netbird up (it opens an SSO login) or netbird up --setup-key KEY")
 	ErrBadSetupKey   = errors.New("the management server refused the setup key")
 	ErrPermanentSync = errors.New("the management server no longer accepts this peer")
 )
@@ -157,28 +157,82 @@ func (c *Client) explain(err error) error {
 }
 
 // Login logs in, registering with setupKey if the server does not know
-// this peer. It returns the login response.
+// this peer. It returns the login response. A peer that must log in
+// through SSO (new without a key, or its login expired) gets
+// ErrNeedsLogin with the server's reason.
 func (c *Client) Login(ctx context.Context, setupKey string, meta *mgmtpb.PeerSystemMeta) (*mgmtpb.LoginResponse, error) {
-	lr, err := c.login(ctx, "", meta)
+	lr, err := c.login(ctx, &mgmtpb.LoginRequest{}, meta)
 	if status.Code(err) != codes.PermissionDenied {
 		return lr, err
 	}
 	if setupKey == "" {
-		return nil, ErrNeedsLogin
+		return nil, fmt.Errorf("%w: %s", ErrNeedsLogin, status.Convert(err).Message())
 	}
-	lr, err = c.login(ctx, setupKey, meta)
+	lr, err = c.login(ctx, &mgmtpb.LoginRequest{SetupKey: setupKey}, meta)
 	if code := status.Code(err); code == codes.PermissionDenied || code == codes.NotFound || code == codes.InvalidArgument {
 		return nil, fmt.Errorf("%w: %s", ErrBadSetupKey, status.Convert(err).Message())
 	}
 	return lr, err
 }
 
-func (c *Client) login(ctx context.Context, setupKey string, meta *mgmtpb.PeerSystemMeta) (*mgmtpb.LoginResponse, error) {
+// LoginJWT logs in with a token from the identity provider, registering
+// the peer for its user when it is new.
+func (c *Client) LoginJWT(ctx context.Context, jwt string, meta *mgmtpb.PeerSystemMeta) (*mgmtpb.LoginResponse, error) {
+	lr, err := c.login(ctx, &mgmtpb.LoginRequest{JwtToken: jwt}, meta)
+	if status.Code(err) == codes.PermissionDenied {
+		return nil, fmt.Errorf("%w: %s", ErrSSORefused, status.Convert(err).Message())
+	}
+	return lr, err
+}
+
+// ErrSSORefused is a login token the server did not accept.
+var ErrSSORefused = errors.New("the management server refused the login")
+
+// Flows asks how users log in: the PKCE and the device flow's provider
+// configurations, nil where the server offers none.
+func (c *Client) Flows(ctx context.Context) (pkce, device *mgmtpb.ProviderConfig, err error) {
+	sh, err := c.shared(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	call := func(m proto.Message, rpc func(context.Context, *mgmtpb.EncryptedMessage, ...grpc.CallOption) (*mgmtpb.EncryptedMessage, error), out proto.Message) (bool, error) {
+		body, err := sh.SealProto(m)
+		if err != nil {
+			return false, err
+		}
+		resp, err := rpc(ctx, &mgmtpb.EncryptedMessage{WgPubKey: c.priv.Public().String(), Body: body})
+		if code := status.Code(err); code == codes.NotFound || code == codes.Unimplemented {
+			return false, nil
+		}
+		if err != nil {
+			return false, c.explain(err)
+		}
+		return true, sh.OpenProto(resp.GetBody(), out)
+	}
+	var pf mgmtpb.PKCEAuthorizationFlow
+	ok, err := call(&mgmtpb.PKCEAuthorizationFlowRequest{}, c.api.GetPKCEAuthorizationFlow, &pf)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok {
+		pkce = pf.GetProviderConfig()
+	}
+	var df mgmtpb.DeviceAuthorizationFlow
+	if ok, err = call(&mgmtpb.DeviceAuthorizationFlowRequest{}, c.api.GetDeviceAuthorizationFlow, &df); err != nil {
+		return nil, nil, err
+	}
+	if ok {
+		device = df.GetProviderConfig()
+	}
+	return pkce, device, nil
+}
+
+func (c *Client) login(ctx context.Context, req *mgmtpb.LoginRequest, meta *mgmtpb.PeerSystemMeta) (*mgmtpb.LoginResponse, error) {
 	sh, err := c.shared(ctx)
 	if err != nil {
 		return nil, err
 	}
-	req := &mgmtpb.LoginRequest{SetupKey: setupKey, Meta: meta, PeerKeys: &mgmtpb.PeerKeys{WgPubKey: []byte(c.priv.Public().String())}}
+	req.Meta, req.PeerKeys = meta, &mgmtpb.PeerKeys{WgPubKey: []byte(c.priv.Public().String())}
 	body, err := sh.SealProto(req)
 	if err != nil {
 		return nil, err

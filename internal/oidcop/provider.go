@@ -113,7 +113,8 @@ func New(o Options) (*Provider, error) {
 		SupportedUILocales: []language.Tag{language.English},
 		SupportedScopes:    []string{"openid", "profile", "email", GroupsClaim},
 		DeviceAuthorization: op.DeviceAuthorizationConfig{
-			Lifetime: o.DeviceLifetime, PollInterval: 5 * time.Second,
+			// Agents poll every 2 s: a login completes quickly after approval.
+			Lifetime: o.DeviceLifetime, PollInterval: 2 * time.Second,
 			UserFormPath: prefix + devicePath, UserCode: op.UserCodeBase20,
 		},
 	}

@@ -15,9 +15,11 @@ func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 
 // ApproveDevice does what a person does with the URL and code a device
 // shows: opens the verification page, logs in and approves. It uses only
-// the provider's public pages.
-func ApproveDevice(verificationURI, userCode, email, password string) error {
-	c := &http.Client{}
+// the provider's public pages, through c (nil: a default client).
+func ApproveDevice(c *http.Client, verificationURI, userCode, email, password string) error {
+	if c == nil {
+		c = &http.Client{}
+	}
 	resp, err := c.Get(verificationURI + "?user_code=" + url.QueryEscape(userCode))
 	if err != nil {
 		return err

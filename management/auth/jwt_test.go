@@ -43,7 +43,7 @@ func deviceToken(t *testing.T, p *testoidc.Provider, email, password string) *oa
 	if da.UserCode == "" || !strings.HasPrefix(da.VerificationURI, p.URL) {
 		t.Fatalf("device authorization response: %+v", da)
 	}
-	if err := testoidc.ApproveDevice(da.VerificationURI, da.UserCode, email, password); err != nil {
+	if err := testoidc.ApproveDevice(nil, da.VerificationURI, da.UserCode, email, password); err != nil {
 		t.Fatal(err)
 	}
 	da.Interval = 1
@@ -79,10 +79,10 @@ func TestWrongPasswordDoesNotApprove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := testoidc.ApproveDevice(da.VerificationURI, da.UserCode, alice.Email, "wrong"); err == nil {
+	if err := testoidc.ApproveDevice(nil, da.VerificationURI, da.UserCode, alice.Email, "wrong"); err == nil {
 		t.Fatal("wrong password approved the device")
 	}
-	if err := testoidc.ApproveDevice(da.VerificationURI, "BCDF-GHJK", alice.Email, alice.Password); err == nil {
+	if err := testoidc.ApproveDevice(nil, da.VerificationURI, "BCDF-GHJK", alice.Email, alice.Password); err == nil {
 		t.Fatal("unknown user code approved")
 	}
 }

@@ -95,7 +95,7 @@ func deviceLogin(t *testing.T, p *testpeer.Peer, email, password string) string 
 	if err != nil {
 		t.Fatalf("device authorization: %v", err)
 	}
-	if err := testoidc.ApproveDevice(da.VerificationURI, da.UserCode, email, password); err != nil {
+	if err := testoidc.ApproveDevice(nil, da.VerificationURI, da.UserCode, email, password); err != nil {
 		t.Fatal(err)
 	}
 	da.Interval = 1

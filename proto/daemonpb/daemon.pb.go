@@ -533,15 +533,18 @@ type LoginRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	SetupKey string                 `protobuf:"bytes,1,opt,name=setupKey,proto3" json:"setupKey,omitempty"`
 	// Deprecated: Marked as deprecated in daemon.proto.
-	PreSharedKey  string  `protobuf:"bytes,2,opt,name=preSharedKey,proto3" json:"preSharedKey,omitempty"`
-	ManagementUrl string  `protobuf:"bytes,3,opt,name=managementUrl,proto3" json:"managementUrl,omitempty"`
-	AdminURL      string  `protobuf:"bytes,4,opt,name=adminURL,proto3" json:"adminURL,omitempty"`
-	Hostname      string  `protobuf:"bytes,9,opt,name=hostname,proto3" json:"hostname,omitempty"`
-	InterfaceName *string `protobuf:"bytes,11,opt,name=interfaceName,proto3,oneof" json:"interfaceName,omitempty"`
-	WireguardPort *int64  `protobuf:"varint,12,opt,name=wireguardPort,proto3,oneof" json:"wireguardPort,omitempty"`
-	DisableDns    *bool   `protobuf:"varint,22,opt,name=disable_dns,json=disableDns,proto3,oneof" json:"disable_dns,omitempty"`
-	ProfileName   *string `protobuf:"bytes,30,opt,name=profileName,proto3,oneof" json:"profileName,omitempty"`
-	Mtu           *int64  `protobuf:"varint,32,opt,name=mtu,proto3,oneof" json:"mtu,omitempty"`
+	PreSharedKey  string `protobuf:"bytes,2,opt,name=preSharedKey,proto3" json:"preSharedKey,omitempty"`
+	ManagementUrl string `protobuf:"bytes,3,opt,name=managementUrl,proto3" json:"managementUrl,omitempty"`
+	AdminURL      string `protobuf:"bytes,4,opt,name=adminURL,proto3" json:"adminURL,omitempty"`
+	// The CLI runs where a browser can open: the daemon may use the PKCE
+	// flow with a loopback callback instead of the device flow.
+	IsUnixDesktopClient bool    `protobuf:"varint,8,opt,name=isUnixDesktopClient,proto3" json:"isUnixDesktopClient,omitempty"`
+	Hostname            string  `protobuf:"bytes,9,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	InterfaceName       *string `protobuf:"bytes,11,opt,name=interfaceName,proto3,oneof" json:"interfaceName,omitempty"`
+	WireguardPort       *int64  `protobuf:"varint,12,opt,name=wireguardPort,proto3,oneof" json:"wireguardPort,omitempty"`
+	DisableDns          *bool   `protobuf:"varint,22,opt,name=disable_dns,json=disableDns,proto3,oneof" json:"disable_dns,omitempty"`
+	ProfileName         *string `protobuf:"bytes,30,opt,name=profileName,proto3,oneof" json:"profileName,omitempty"`
+	Mtu                 *int64  `protobuf:"varint,32,opt,name=mtu,proto3,oneof" json:"mtu,omitempty"`
 	// Our own fields.
 	// Accept a management server whose key differs from the one pinned for
 	// its URL in this profile (after a deliberate server reinstall).
@@ -607,6 +610,13 @@ func (x *LoginRequest) GetAdminURL() string {
 		return x.AdminURL
 	}
 	return ""
+}
+
+func (x *LoginRequest) GetIsUnixDesktopClient() bool {
+	if x != nil {
+		return x.IsUnixDesktopClient
+	}
+	return false
 }
 
 func (x *LoginRequest) GetHostname() string {
@@ -726,6 +736,102 @@ func (x *LoginResponse) GetVerificationURIComplete() string {
 	return ""
 }
 
+type WaitSSOLoginRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserCode      string                 `protobuf:"bytes,1,opt,name=userCode,proto3" json:"userCode,omitempty"`
+	Hostname      string                 `protobuf:"bytes,2,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitSSOLoginRequest) Reset() {
+	*x = WaitSSOLoginRequest{}
+	mi := &file_daemon_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitSSOLoginRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitSSOLoginRequest) ProtoMessage() {}
+
+func (x *WaitSSOLoginRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_daemon_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitSSOLoginRequest.ProtoReflect.Descriptor instead.
+func (*WaitSSOLoginRequest) Descriptor() ([]byte, []int) {
+	return file_daemon_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *WaitSSOLoginRequest) GetUserCode() string {
+	if x != nil {
+		return x.UserCode
+	}
+	return ""
+}
+
+func (x *WaitSSOLoginRequest) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+type WaitSSOLoginResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Email         string                 `protobuf:"bytes,1,opt,name=email,proto3" json:"email,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitSSOLoginResponse) Reset() {
+	*x = WaitSSOLoginResponse{}
+	mi := &file_daemon_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitSSOLoginResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitSSOLoginResponse) ProtoMessage() {}
+
+func (x *WaitSSOLoginResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_daemon_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitSSOLoginResponse.ProtoReflect.Descriptor instead.
+func (*WaitSSOLoginResponse) Descriptor() ([]byte, []int) {
+	return file_daemon_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *WaitSSOLoginResponse) GetEmail() string {
+	if x != nil {
+		return x.Email
+	}
+	return ""
+}
+
 type UpRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ProfileName   *string                `protobuf:"bytes,1,opt,name=profileName,proto3,oneof" json:"profileName,omitempty"`
@@ -737,7 +843,7 @@ type UpRequest struct {
 
 func (x *UpRequest) Reset() {
 	*x = UpRequest{}
-	mi := &file_daemon_proto_msgTypes[13]
+	mi := &file_daemon_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +855,7 @@ func (x *UpRequest) String() string {
 func (*UpRequest) ProtoMessage() {}
 
 func (x *UpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[13]
+	mi := &file_daemon_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +868,7 @@ func (x *UpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpRequest.ProtoReflect.Descriptor instead.
 func (*UpRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{13}
+	return file_daemon_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpRequest) GetProfileName() string {
@@ -794,7 +900,7 @@ type UpResponse struct {
 
 func (x *UpResponse) Reset() {
 	*x = UpResponse{}
-	mi := &file_daemon_proto_msgTypes[14]
+	mi := &file_daemon_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +912,7 @@ func (x *UpResponse) String() string {
 func (*UpResponse) ProtoMessage() {}
 
 func (x *UpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[14]
+	mi := &file_daemon_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +925,7 @@ func (x *UpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpResponse.ProtoReflect.Descriptor instead.
 func (*UpResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{14}
+	return file_daemon_proto_rawDescGZIP(), []int{16}
 }
 
 type StatusRequest struct {
@@ -833,7 +939,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_daemon_proto_msgTypes[15]
+	mi := &file_daemon_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +951,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[15]
+	mi := &file_daemon_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +964,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{15}
+	return file_daemon_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatusRequest) GetGetFullPeerStatus() bool {
@@ -896,7 +1002,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_daemon_proto_msgTypes[16]
+	mi := &file_daemon_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +1014,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[16]
+	mi := &file_daemon_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1027,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{16}
+	return file_daemon_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StatusResponse) GetStatus() string {
@@ -972,7 +1078,7 @@ type FullStatus struct {
 
 func (x *FullStatus) Reset() {
 	*x = FullStatus{}
-	mi := &file_daemon_proto_msgTypes[17]
+	mi := &file_daemon_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1090,7 @@ func (x *FullStatus) String() string {
 func (*FullStatus) ProtoMessage() {}
 
 func (x *FullStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[17]
+	mi := &file_daemon_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1103,7 @@ func (x *FullStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FullStatus.ProtoReflect.Descriptor instead.
 func (*FullStatus) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{17}
+	return file_daemon_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FullStatus) GetManagementState() *ManagementState {
@@ -1046,7 +1152,7 @@ type ManagementState struct {
 
 func (x *ManagementState) Reset() {
 	*x = ManagementState{}
-	mi := &file_daemon_proto_msgTypes[18]
+	mi := &file_daemon_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1164,7 @@ func (x *ManagementState) String() string {
 func (*ManagementState) ProtoMessage() {}
 
 func (x *ManagementState) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[18]
+	mi := &file_daemon_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1177,7 @@ func (x *ManagementState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManagementState.ProtoReflect.Descriptor instead.
 func (*ManagementState) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{18}
+	return file_daemon_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ManagementState) GetURL() string {
@@ -1106,7 +1212,7 @@ type SignalState struct {
 
 func (x *SignalState) Reset() {
 	*x = SignalState{}
-	mi := &file_daemon_proto_msgTypes[19]
+	mi := &file_daemon_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1224,7 @@ func (x *SignalState) String() string {
 func (*SignalState) ProtoMessage() {}
 
 func (x *SignalState) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[19]
+	mi := &file_daemon_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1237,7 @@ func (x *SignalState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalState.ProtoReflect.Descriptor instead.
 func (*SignalState) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{19}
+	return file_daemon_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SignalState) GetURL() string {
@@ -1166,7 +1272,7 @@ type RelayState struct {
 
 func (x *RelayState) Reset() {
 	*x = RelayState{}
-	mi := &file_daemon_proto_msgTypes[20]
+	mi := &file_daemon_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1284,7 @@ func (x *RelayState) String() string {
 func (*RelayState) ProtoMessage() {}
 
 func (x *RelayState) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[20]
+	mi := &file_daemon_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1297,7 @@ func (x *RelayState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayState.ProtoReflect.Descriptor instead.
 func (*RelayState) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{20}
+	return file_daemon_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RelayState) GetURI() string {
@@ -1232,7 +1338,7 @@ type LocalPeerState struct {
 
 func (x *LocalPeerState) Reset() {
 	*x = LocalPeerState{}
-	mi := &file_daemon_proto_msgTypes[21]
+	mi := &file_daemon_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1350,7 @@ func (x *LocalPeerState) String() string {
 func (*LocalPeerState) ProtoMessage() {}
 
 func (x *LocalPeerState) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[21]
+	mi := &file_daemon_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1363,7 @@ func (x *LocalPeerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalPeerState.ProtoReflect.Descriptor instead.
 func (*LocalPeerState) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{21}
+	return file_daemon_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LocalPeerState) GetIP() string {
@@ -1348,7 +1454,7 @@ type PeerState struct {
 
 func (x *PeerState) Reset() {
 	*x = PeerState{}
-	mi := &file_daemon_proto_msgTypes[22]
+	mi := &file_daemon_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1466,7 @@ func (x *PeerState) String() string {
 func (*PeerState) ProtoMessage() {}
 
 func (x *PeerState) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[22]
+	mi := &file_daemon_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1479,7 @@ func (x *PeerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerState.ProtoReflect.Descriptor instead.
 func (*PeerState) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{22}
+	return file_daemon_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PeerState) GetIP() string {
@@ -1503,7 +1609,7 @@ type DownRequest struct {
 
 func (x *DownRequest) Reset() {
 	*x = DownRequest{}
-	mi := &file_daemon_proto_msgTypes[23]
+	mi := &file_daemon_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1621,7 @@ func (x *DownRequest) String() string {
 func (*DownRequest) ProtoMessage() {}
 
 func (x *DownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[23]
+	mi := &file_daemon_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1634,7 @@ func (x *DownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownRequest.ProtoReflect.Descriptor instead.
 func (*DownRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{23}
+	return file_daemon_proto_rawDescGZIP(), []int{25}
 }
 
 type DownResponse struct {
@@ -1539,7 +1645,7 @@ type DownResponse struct {
 
 func (x *DownResponse) Reset() {
 	*x = DownResponse{}
-	mi := &file_daemon_proto_msgTypes[24]
+	mi := &file_daemon_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1657,7 @@ func (x *DownResponse) String() string {
 func (*DownResponse) ProtoMessage() {}
 
 func (x *DownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[24]
+	mi := &file_daemon_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1670,7 @@ func (x *DownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownResponse.ProtoReflect.Descriptor instead.
 func (*DownResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{24}
+	return file_daemon_proto_rawDescGZIP(), []int{26}
 }
 
 type GetConfigRequest struct {
@@ -1577,7 +1683,7 @@ type GetConfigRequest struct {
 
 func (x *GetConfigRequest) Reset() {
 	*x = GetConfigRequest{}
-	mi := &file_daemon_proto_msgTypes[25]
+	mi := &file_daemon_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1695,7 @@ func (x *GetConfigRequest) String() string {
 func (*GetConfigRequest) ProtoMessage() {}
 
 func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[25]
+	mi := &file_daemon_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1708,7 @@ func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{25}
+	return file_daemon_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetConfigRequest) GetProfileName() string {
@@ -1634,7 +1740,7 @@ type GetConfigResponse struct {
 
 func (x *GetConfigResponse) Reset() {
 	*x = GetConfigResponse{}
-	mi := &file_daemon_proto_msgTypes[26]
+	mi := &file_daemon_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1752,7 @@ func (x *GetConfigResponse) String() string {
 func (*GetConfigResponse) ProtoMessage() {}
 
 func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[26]
+	mi := &file_daemon_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1765,7 @@ func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{26}
+	return file_daemon_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetConfigResponse) GetManagementUrl() string {
@@ -1714,7 +1820,7 @@ type LogoutRequest struct {
 
 func (x *LogoutRequest) Reset() {
 	*x = LogoutRequest{}
-	mi := &file_daemon_proto_msgTypes[27]
+	mi := &file_daemon_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1832,7 @@ func (x *LogoutRequest) String() string {
 func (*LogoutRequest) ProtoMessage() {}
 
 func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[27]
+	mi := &file_daemon_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1845,7 @@ func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutRequest.ProtoReflect.Descriptor instead.
 func (*LogoutRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{27}
+	return file_daemon_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LogoutRequest) GetProfileName() string {
@@ -1764,7 +1870,7 @@ type LogoutResponse struct {
 
 func (x *LogoutResponse) Reset() {
 	*x = LogoutResponse{}
-	mi := &file_daemon_proto_msgTypes[28]
+	mi := &file_daemon_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1882,7 @@ func (x *LogoutResponse) String() string {
 func (*LogoutResponse) ProtoMessage() {}
 
 func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[28]
+	mi := &file_daemon_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1895,7 @@ func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutResponse.ProtoReflect.Descriptor instead.
 func (*LogoutResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{28}
+	return file_daemon_proto_rawDescGZIP(), []int{30}
 }
 
 var File_daemon_proto protoreflect.FileDescriptor
@@ -1822,12 +1928,13 @@ const file_daemon_proto_rawDesc = "" +
 	"\x17GetActiveProfileRequest\"X\n" +
 	"\x18GetActiveProfileResponse\x12 \n" +
 	"\vprofileName\x18\x01 \x01(\tR\vprofileName\x12\x1a\n" +
-	"\busername\x18\x02 \x01(\tR\busername\"\xe5\x03\n" +
+	"\busername\x18\x02 \x01(\tR\busername\"\x97\x04\n" +
 	"\fLoginRequest\x12\x1a\n" +
 	"\bsetupKey\x18\x01 \x01(\tR\bsetupKey\x12&\n" +
 	"\fpreSharedKey\x18\x02 \x01(\tB\x02\x18\x01R\fpreSharedKey\x12$\n" +
 	"\rmanagementUrl\x18\x03 \x01(\tR\rmanagementUrl\x12\x1a\n" +
-	"\badminURL\x18\x04 \x01(\tR\badminURL\x12\x1a\n" +
+	"\badminURL\x18\x04 \x01(\tR\badminURL\x120\n" +
+	"\x13isUnixDesktopClient\x18\b \x01(\bR\x13isUnixDesktopClient\x12\x1a\n" +
 	"\bhostname\x18\t \x01(\tR\bhostname\x12)\n" +
 	"\rinterfaceName\x18\v \x01(\tH\x00R\rinterfaceName\x88\x01\x01\x12)\n" +
 	"\rwireguardPort\x18\f \x01(\x03H\x01R\rwireguardPort\x88\x01\x01\x12$\n" +
@@ -1845,7 +1952,12 @@ const file_daemon_proto_rawDesc = "" +
 	"\rneedsSSOLogin\x18\x01 \x01(\bR\rneedsSSOLogin\x12\x1a\n" +
 	"\buserCode\x18\x02 \x01(\tR\buserCode\x12(\n" +
 	"\x0fverificationURI\x18\x03 \x01(\tR\x0fverificationURI\x128\n" +
-	"\x17verificationURIComplete\x18\x04 \x01(\tR\x17verificationURIComplete\"\x95\x01\n" +
+	"\x17verificationURIComplete\x18\x04 \x01(\tR\x17verificationURIComplete\"M\n" +
+	"\x13WaitSSOLoginRequest\x12\x1a\n" +
+	"\buserCode\x18\x01 \x01(\tR\buserCode\x12\x1a\n" +
+	"\bhostname\x18\x02 \x01(\tR\bhostname\",\n" +
+	"\x14WaitSSOLoginResponse\x12\x14\n" +
+	"\x05email\x18\x01 \x01(\tR\x05email\"\x95\x01\n" +
 	"\tUpRequest\x12%\n" +
 	"\vprofileName\x18\x01 \x01(\tH\x00R\vprofileName\x88\x01\x01\x12\x1f\n" +
 	"\busername\x18\x02 \x01(\tH\x01R\busername\x88\x01\x01\x12\x19\n" +
@@ -1938,9 +2050,10 @@ const file_daemon_proto_rawDesc = "" +
 	"\busername\x18\x02 \x01(\tH\x01R\busername\x88\x01\x01B\x0e\n" +
 	"\f_profileNameB\v\n" +
 	"\t_username\"\x10\n" +
-	"\x0eLogoutResponse2\xf2\x05\n" +
+	"\x0eLogoutResponse2\xbf\x06\n" +
 	"\rDaemonService\x126\n" +
-	"\x05Login\x12\x14.daemon.LoginRequest\x1a\x15.daemon.LoginResponse\"\x00\x12-\n" +
+	"\x05Login\x12\x14.daemon.LoginRequest\x1a\x15.daemon.LoginResponse\"\x00\x12K\n" +
+	"\fWaitSSOLogin\x12\x1b.daemon.WaitSSOLoginRequest\x1a\x1c.daemon.WaitSSOLoginResponse\"\x00\x12-\n" +
 	"\x02Up\x12\x11.daemon.UpRequest\x1a\x12.daemon.UpResponse\"\x00\x129\n" +
 	"\x06Status\x12\x15.daemon.StatusRequest\x1a\x16.daemon.StatusResponse\"\x00\x123\n" +
 	"\x04Down\x12\x13.daemon.DownRequest\x1a\x14.daemon.DownResponse\"\x00\x12B\n" +
@@ -1965,7 +2078,7 @@ func file_daemon_proto_rawDescGZIP() []byte {
 	return file_daemon_proto_rawDescData
 }
 
-var file_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_daemon_proto_goTypes = []any{
 	(*SwitchProfileRequest)(nil),     // 0: daemon.SwitchProfileRequest
 	(*SwitchProfileResponse)(nil),    // 1: daemon.SwitchProfileResponse
@@ -1980,60 +2093,64 @@ var file_daemon_proto_goTypes = []any{
 	(*GetActiveProfileResponse)(nil), // 10: daemon.GetActiveProfileResponse
 	(*LoginRequest)(nil),             // 11: daemon.LoginRequest
 	(*LoginResponse)(nil),            // 12: daemon.LoginResponse
-	(*UpRequest)(nil),                // 13: daemon.UpRequest
-	(*UpResponse)(nil),               // 14: daemon.UpResponse
-	(*StatusRequest)(nil),            // 15: daemon.StatusRequest
-	(*StatusResponse)(nil),           // 16: daemon.StatusResponse
-	(*FullStatus)(nil),               // 17: daemon.FullStatus
-	(*ManagementState)(nil),          // 18: daemon.ManagementState
-	(*SignalState)(nil),              // 19: daemon.SignalState
-	(*RelayState)(nil),               // 20: daemon.RelayState
-	(*LocalPeerState)(nil),           // 21: daemon.LocalPeerState
-	(*PeerState)(nil),                // 22: daemon.PeerState
-	(*DownRequest)(nil),              // 23: daemon.DownRequest
-	(*DownResponse)(nil),             // 24: daemon.DownResponse
-	(*GetConfigRequest)(nil),         // 25: daemon.GetConfigRequest
-	(*GetConfigResponse)(nil),        // 26: daemon.GetConfigResponse
-	(*LogoutRequest)(nil),            // 27: daemon.LogoutRequest
-	(*LogoutResponse)(nil),           // 28: daemon.LogoutResponse
-	(*timestamppb.Timestamp)(nil),    // 29: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 30: google.protobuf.Duration
+	(*WaitSSOLoginRequest)(nil),      // 13: daemon.WaitSSOLoginRequest
+	(*WaitSSOLoginResponse)(nil),     // 14: daemon.WaitSSOLoginResponse
+	(*UpRequest)(nil),                // 15: daemon.UpRequest
+	(*UpResponse)(nil),               // 16: daemon.UpResponse
+	(*StatusRequest)(nil),            // 17: daemon.StatusRequest
+	(*StatusResponse)(nil),           // 18: daemon.StatusResponse
+	(*FullStatus)(nil),               // 19: daemon.FullStatus
+	(*ManagementState)(nil),          // 20: daemon.ManagementState
+	(*SignalState)(nil),              // 21: daemon.SignalState
+	(*RelayState)(nil),               // 22: daemon.RelayState
+	(*LocalPeerState)(nil),           // 23: daemon.LocalPeerState
+	(*PeerState)(nil),                // 24: daemon.PeerState
+	(*DownRequest)(nil),              // 25: daemon.DownRequest
+	(*DownResponse)(nil),             // 26: daemon.DownResponse
+	(*GetConfigRequest)(nil),         // 27: daemon.GetConfigRequest
+	(*GetConfigResponse)(nil),        // 28: daemon.GetConfigResponse
+	(*LogoutRequest)(nil),            // 29: daemon.LogoutRequest
+	(*LogoutResponse)(nil),           // 30: daemon.LogoutResponse
+	(*timestamppb.Timestamp)(nil),    // 31: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 32: google.protobuf.Duration
 }
 var file_daemon_proto_depIdxs = []int32{
 	8,  // 0: daemon.ListProfilesResponse.profiles:type_name -> daemon.Profile
-	17, // 1: daemon.StatusResponse.fullStatus:type_name -> daemon.FullStatus
-	18, // 2: daemon.FullStatus.managementState:type_name -> daemon.ManagementState
-	19, // 3: daemon.FullStatus.signalState:type_name -> daemon.SignalState
-	21, // 4: daemon.FullStatus.localPeerState:type_name -> daemon.LocalPeerState
-	22, // 5: daemon.FullStatus.peers:type_name -> daemon.PeerState
-	20, // 6: daemon.FullStatus.relays:type_name -> daemon.RelayState
-	29, // 7: daemon.PeerState.connStatusUpdate:type_name -> google.protobuf.Timestamp
-	29, // 8: daemon.PeerState.lastWireguardHandshake:type_name -> google.protobuf.Timestamp
-	30, // 9: daemon.PeerState.latency:type_name -> google.protobuf.Duration
+	19, // 1: daemon.StatusResponse.fullStatus:type_name -> daemon.FullStatus
+	20, // 2: daemon.FullStatus.managementState:type_name -> daemon.ManagementState
+	21, // 3: daemon.FullStatus.signalState:type_name -> daemon.SignalState
+	23, // 4: daemon.FullStatus.localPeerState:type_name -> daemon.LocalPeerState
+	24, // 5: daemon.FullStatus.peers:type_name -> daemon.PeerState
+	22, // 6: daemon.FullStatus.relays:type_name -> daemon.RelayState
+	31, // 7: daemon.PeerState.connStatusUpdate:type_name -> google.protobuf.Timestamp
+	31, // 8: daemon.PeerState.lastWireguardHandshake:type_name -> google.protobuf.Timestamp
+	32, // 9: daemon.PeerState.latency:type_name -> google.protobuf.Duration
 	11, // 10: daemon.DaemonService.Login:input_type -> daemon.LoginRequest
-	13, // 11: daemon.DaemonService.Up:input_type -> daemon.UpRequest
-	15, // 12: daemon.DaemonService.Status:input_type -> daemon.StatusRequest
-	23, // 13: daemon.DaemonService.Down:input_type -> daemon.DownRequest
-	25, // 14: daemon.DaemonService.GetConfig:input_type -> daemon.GetConfigRequest
-	27, // 15: daemon.DaemonService.Logout:input_type -> daemon.LogoutRequest
-	0,  // 16: daemon.DaemonService.SwitchProfile:input_type -> daemon.SwitchProfileRequest
-	2,  // 17: daemon.DaemonService.AddProfile:input_type -> daemon.AddProfileRequest
-	4,  // 18: daemon.DaemonService.RemoveProfile:input_type -> daemon.RemoveProfileRequest
-	6,  // 19: daemon.DaemonService.ListProfiles:input_type -> daemon.ListProfilesRequest
-	9,  // 20: daemon.DaemonService.GetActiveProfile:input_type -> daemon.GetActiveProfileRequest
-	12, // 21: daemon.DaemonService.Login:output_type -> daemon.LoginResponse
-	14, // 22: daemon.DaemonService.Up:output_type -> daemon.UpResponse
-	16, // 23: daemon.DaemonService.Status:output_type -> daemon.StatusResponse
-	24, // 24: daemon.DaemonService.Down:output_type -> daemon.DownResponse
-	26, // 25: daemon.DaemonService.GetConfig:output_type -> daemon.GetConfigResponse
-	28, // 26: daemon.DaemonService.Logout:output_type -> daemon.LogoutResponse
-	1,  // 27: daemon.DaemonService.SwitchProfile:output_type -> daemon.SwitchProfileResponse
-	3,  // 28: daemon.DaemonService.AddProfile:output_type -> daemon.AddProfileResponse
-	5,  // 29: daemon.DaemonService.RemoveProfile:output_type -> daemon.RemoveProfileResponse
-	7,  // 30: daemon.DaemonService.ListProfiles:output_type -> daemon.ListProfilesResponse
-	10, // 31: daemon.DaemonService.GetActiveProfile:output_type -> daemon.GetActiveProfileResponse
-	21, // [21:32] is the sub-list for method output_type
-	10, // [10:21] is the sub-list for method input_type
+	13, // 11: daemon.DaemonService.WaitSSOLogin:input_type -> daemon.WaitSSOLoginRequest
+	15, // 12: daemon.DaemonService.Up:input_type -> daemon.UpRequest
+	17, // 13: daemon.DaemonService.Status:input_type -> daemon.StatusRequest
+	25, // 14: daemon.DaemonService.Down:input_type -> daemon.DownRequest
+	27, // 15: daemon.DaemonService.GetConfig:input_type -> daemon.GetConfigRequest
+	29, // 16: daemon.DaemonService.Logout:input_type -> daemon.LogoutRequest
+	0,  // 17: daemon.DaemonService.SwitchProfile:input_type -> daemon.SwitchProfileRequest
+	2,  // 18: daemon.DaemonService.AddProfile:input_type -> daemon.AddProfileRequest
+	4,  // 19: daemon.DaemonService.RemoveProfile:input_type -> daemon.RemoveProfileRequest
+	6,  // 20: daemon.DaemonService.ListProfiles:input_type -> daemon.ListProfilesRequest
+	9,  // 21: daemon.DaemonService.GetActiveProfile:input_type -> daemon.GetActiveProfileRequest
+	12, // 22: daemon.DaemonService.Login:output_type -> daemon.LoginResponse
+	14, // 23: daemon.DaemonService.WaitSSOLogin:output_type -> daemon.WaitSSOLoginResponse
+	16, // 24: daemon.DaemonService.Up:output_type -> daemon.UpResponse
+	18, // 25: daemon.DaemonService.Status:output_type -> daemon.StatusResponse
+	26, // 26: daemon.DaemonService.Down:output_type -> daemon.DownResponse
+	28, // 27: daemon.DaemonService.GetConfig:output_type -> daemon.GetConfigResponse
+	30, // 28: daemon.DaemonService.Logout:output_type -> daemon.LogoutResponse
+	1,  // 29: daemon.DaemonService.SwitchProfile:output_type -> daemon.SwitchProfileResponse
+	3,  // 30: daemon.DaemonService.AddProfile:output_type -> daemon.AddProfileResponse
+	5,  // 31: daemon.DaemonService.RemoveProfile:output_type -> daemon.RemoveProfileResponse
+	7,  // 32: daemon.DaemonService.ListProfiles:output_type -> daemon.ListProfilesResponse
+	10, // 33: daemon.DaemonService.GetActiveProfile:output_type -> daemon.GetActiveProfileResponse
+	22, // [22:34] is the sub-list for method output_type
+	10, // [10:22] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name
@@ -2046,16 +2163,16 @@ func file_daemon_proto_init() {
 	}
 	file_daemon_proto_msgTypes[0].OneofWrappers = []any{}
 	file_daemon_proto_msgTypes[11].OneofWrappers = []any{}
-	file_daemon_proto_msgTypes[13].OneofWrappers = []any{}
 	file_daemon_proto_msgTypes[15].OneofWrappers = []any{}
-	file_daemon_proto_msgTypes[27].OneofWrappers = []any{}
+	file_daemon_proto_msgTypes[17].OneofWrappers = []any{}
+	file_daemon_proto_msgTypes[29].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_daemon_proto_rawDesc), len(file_daemon_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -125,7 +125,7 @@ func upCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.iface, "interface-name", state.DefaultInterface, "WireGuard interface name")
 	fl.IntVar(&f.port, "wireguard-port", state.DefaultPort, "WireGuard UDP port (a free one is used if taken)")
 	fl.IntVar(&f.mtu, "mtu", state.DefaultMTU, "interface MTU")
-	fl.BoolVar(&f.noBrowser, "no-browser", false, "do not open a browser for SSO (accepted)")
+	fl.BoolVar(&f.noBrowser, "no-browser", false, "do not open a browser for SSO: print a URL and a code to use on another device")
 	fl.BoolVar(&f.disableDNS, "disable-dns", false, "do not manage the system resolver")
 	fl.BoolVar(&f.disableFirewall, "disable-firewall", false, "do not install the peer firewall (accepted)")
 	fl.BoolVar(&f.allowSSH, "allow-server-ssh", false, "allow SSH to this machine (accepted)")
@@ -159,7 +159,8 @@ func upDaemon(ctx context.Context, g *globals, f upFlags, setupKey string, chang
 		return err
 	}
 	defer done()
-	req := &daemonpb.LoginRequest{SetupKey: setupKey, ManagementUrl: g.mgmtURL, AdminURL: g.adminURL, Hostname: g.hostname, TrustNewServerKey: f.trustNewKey}
+	req := &daemonpb.LoginRequest{SetupKey: setupKey, ManagementUrl: g.mgmtURL, AdminURL: g.adminURL, Hostname: g.hostname, TrustNewServerKey: f.trustNewKey,
+		IsUnixDesktopClient: canOpenBrowser(f.noBrowser)}
 	if f.profile != "" {
 		req.ProfileName = &f.profile
 	}
@@ -177,8 +178,8 @@ func upDaemon(ctx context.Context, g *globals, f upFlags, setupKey string, chang
 	if changed("disable-dns") {
 		req.DisableDns = &f.disableDNS
 	}
-	if _, err := c.Login(ctx, req); err != nil {
-		return plain(err)
+	if err := loginDaemon(ctx, c, req, f.noBrowser); err != nil {
+		return err
 	}
 	if _, err := c.Up(ctx, &daemonpb.UpRequest{ProfileName: optString(f.profile)}); err != nil {
 		return plain(err)
@@ -233,6 +234,11 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if setupKey == "" {
+		if err := ssoForeground(ctx, t, cfg, f.noBrowser, log); err != nil {
+			return err
+		}
+	}
 	fatal := make(chan error, 1)
 	e, err := engine.Start(ctx, engine.Options{Management: t, Private: cfg.Key(), SetupKey: setupKey, Hostname: cfg.Hostname,
 		Interface: cfg.InterfaceName, WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: version.Version, Log: log,
@@ -267,8 +273,8 @@ func downCmd(g *globals) *cobra.Command {
 }
 
 func loginCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "login", Short: "Register this machine without connecting", Args: cobra.NoArgs}
-	cmd.Flags().Bool("no-browser", false, "do not open a browser (accepted)")
+	cmd := &cobra.Command{Use: "login", Short: "Register this machine without connecting (with a setup key, or through SSO)", Args: cobra.NoArgs}
+	noBrowser := cmd.Flags().Bool("no-browser", false, "do not open a browser for SSO: print a URL and a code to use on another device")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		sk, err := g.readSetupKey()
 		if err != nil {
@@ -279,8 +285,9 @@ func loginCmd(g *globals) *cobra.Command {
 			return err
 		}
 		defer done()
-		if _, err := c.Login(cmd.Context(), &daemonpb.LoginRequest{SetupKey: sk, ManagementUrl: g.mgmtURL, Hostname: g.hostname}); err != nil {
-			return plain(err)
+		req := &daemonpb.LoginRequest{SetupKey: sk, ManagementUrl: g.mgmtURL, Hostname: g.hostname, IsUnixDesktopClient: canOpenBrowser(*noBrowser)}
+		if err := loginDaemon(cmd.Context(), c, req, *noBrowser); err != nil {
+			return err
 		}
 		fmt.Println("Logged in")
 		return nil

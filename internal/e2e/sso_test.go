@@ -1,0 +1,293 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/oauth2"
+
+	"github.com/wiremesh/wiremesh/internal/netlab"
+	"github.com/wiremesh/wiremesh/internal/proctest"
+	"github.com/wiremesh/wiremesh/internal/testoidc"
+)
+
+// nsClient is an HTTP client whose connections start in namespace ns (a
+// person's browser on that network).
+func nsClient(ns string) *http.Client {
+	return &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var c net.Conn
+			err := netlab.Do(ns, func() error {
+				var err error
+				c, err = (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
+				return err
+			})
+			return c, err
+		}}}
+}
+
+// restClient calls the management REST API from the public segment.
+type restClient struct {
+	t    *testing.T
+	c    *http.Client
+	auth string
+}
+
+func (r restClient) call(method, path string, body any, want int) map[string]any {
+	r.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, "http://"+netlab.PubAddr+":"+mgmtPort+path, rd)
+	if r.auth != "" {
+		req.Header.Set("Authorization", r.auth)
+	}
+	resp, err := r.c.Do(req)
+	if err != nil {
+		r.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		r.t.Fatalf("%s %s: %d, want %d: %s", method, path, resp.StatusCode, want, raw)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return m
+}
+
+// ssoUp runs `netbird up` without a setup key for an agent, approves the
+// device code it prints as email/password (the way a person does in a
+// browser on another machine) and waits until it reports Connected. It
+// returns how long the login took from the prompt to Connected.
+func (m *Mesh) ssoUp(a *Agent, email, password string, beforeApprove ...func()) time.Duration {
+	t := m.t
+	cmd := m.Lab.Cmd(a.NS, proctest.Binary(t, "netbird"), "--daemon-addr", a.Sock, "up", "-m", "http://"+netlab.PubAddr+":"+mgmtPort,
+		"-n", a.Name, "--interface-name", a.Iface, "--no-browser")
+	cmd.Env = append(os.Environ(), "NB_STATE_DIR="+a.Dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var url, code string
+	var printed []string
+	deadline := time.After(20 * time.Second)
+	for code == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("%s: netbird up ended without a login prompt:\n%s", a.Name, strings.Join(printed, "\n"))
+			}
+			printed = append(printed, l)
+			if strings.HasPrefix(l, "http://") {
+				url = strings.TrimSpace(l)
+			}
+			if c, ok := strings.CutPrefix(l, "Code: "); ok {
+				code = strings.TrimSpace(c)
+			}
+		case <-deadline:
+			t.Fatalf("%s: no login prompt:\n%s", a.Name, strings.Join(printed, "\n"))
+		}
+	}
+	for _, f := range beforeApprove {
+		f()
+	}
+	start := time.Now()
+	verify, _, _ := strings.Cut(url, "?")
+	if err := testoidc.ApproveDevice(nsClient(m.Lab.NS("pub")), verify, code, email, password); err != nil {
+		t.Fatalf("%s: approve device: %v", a.Name, err)
+	}
+	deadline = time.After(30 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("%s: netbird up ended before Connected:\n%s", a.Name, strings.Join(printed, "\n"))
+			}
+			printed = append(printed, l)
+			if strings.Contains(l, "Connected") {
+				return time.Since(start)
+			}
+		case <-deadline:
+			t.Fatalf("%s: not connected after the login:\n%s", a.Name, strings.Join(printed, "\n"))
+		}
+	}
+}
+
+// ownerToken logs the owner in through the built-in provider's device
+// flow and returns a personal access token for the REST API.
+func (m *Mesh) ownerToken(email, password string) (restClient, string) {
+	t := m.t
+	pub := nsClient(m.Lab.NS("pub"))
+	issuer := "http://" + netlab.PubAddr + ":" + mgmtPort + "/oauth2"
+	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, pub)
+	cfg := &oauth2.Config{ClientID: "netbird-client", Scopes: []string{"openid", "email", "profile"},
+		Endpoint: oauth2.Endpoint{DeviceAuthURL: issuer + "/device_authorization", TokenURL: issuer + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
+	da, err := cfg.DeviceAuth(ctx)
+	if err != nil {
+		t.Fatalf("owner device login: %v", err)
+	}
+	if err := testoidc.ApproveDevice(pub, da.VerificationURI, da.UserCode, email, password); err != nil {
+		t.Fatal(err)
+	}
+	da.Interval = 1
+	tok, err := cfg.DeviceAccessToken(ctx, da)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := restClient{t: t, c: pub, auth: "Bearer " + tok.AccessToken}
+	me := r.call("GET", "/api/users/current", nil, 200)
+	id := me["id"].(string)
+	pat := r.call("POST", "/api/users/"+id+"/tokens", map[string]any{"name": "e2e", "expires_in": 1}, 200)["plain_token"].(string)
+	return restClient{t: t, c: pub, auth: "Token " + pat}, id
+}
+
+// TestSSOLogin: a person joins a machine with `netbird up` and no setup
+// key, through the device flow of the all-in-one server's built-in
+// identity provider; blocking the user cuts the machine off within
+// seconds, and when its login expires `netbird up` asks again.
+func TestSSOLogin(t *testing.T) {
+	m := NewMesh(t)
+	owner := m.Server.Wait(t, regexp.MustCompile(`Owner created:\s+(\S+), initial password (\S+) `), 5*time.Second)
+	admin, _ := m.ownerToken(owner[1], owner[2])
+
+	// An invited user sets a password.
+	inv := admin.call("POST", "/api/users/invites", map[string]any{"email": "dev@example.com", "name": "Dev", "role": "user", "auto_groups": []string{}}, 200)
+	anon := restClient{t: t, c: admin.c}
+	anon.call("POST", "/api/users/invites/"+inv["invite_token"].(string)+"/accept", map[string]string{"password": "Dev-passw0rd!"}, 200)
+
+	a := m.Agent("a", netlab.Home)
+	m.Up(a)
+	b := m.Agent("b", netlab.Home)
+	took := m.ssoUp(b, "dev@example.com", "Dev-passw0rd!")
+	t.Logf("SSO device login: approved to Connected in %v", took.Round(time.Millisecond))
+	ipA, ipB := IPOf(m.Status(a)), IPOf(m.Status(b))
+	if _, ok := m.WaitPing(a, ipB, 10*time.Second); !ok {
+		t.Fatal("a cannot reach the SSO peer")
+	}
+	if _, ok := m.WaitPing(b, ipA, 10*time.Second); !ok {
+		t.Fatal("the SSO peer cannot reach a")
+	}
+
+	// Block the user: within seconds a no longer reaches b, and b's daemon
+	// needs a new login.
+	var devID string
+	for _, u := range listUsers(t, admin) {
+		if u["email"] == "dev@example.com" {
+			devID = u["id"].(string)
+		}
+	}
+	admin.call("PUT", "/api/users/"+devID, map[string]any{"role": "user", "auto_groups": []string{}, "is_blocked": true}, 200)
+	blocked := time.Now()
+	gone := false
+	for time.Since(blocked) < 10*time.Second {
+		if !m.Ping(a, ipB) {
+			gone = true
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !gone {
+		t.Fatal("the blocked user's peer is still reachable after 10 s")
+	}
+	t.Logf("blocked user's peer unreachable %v after the block", time.Since(blocked).Round(time.Millisecond))
+	waitStatus(t, m, b, "NeedsLogin", 10*time.Second)
+
+	// Unblocked, the peer comes back with a plain `netbird up` (its login
+	// is still valid); then the login expiration is shortened: the login
+	// expires and `netbird up` asks for a new one.
+	admin.call("PUT", "/api/users/"+devID, map[string]any{"role": "user", "auto_groups": []string{}, "is_blocked": false}, 200)
+	if out, err := m.CLI(b, "up", "--no-browser"); err != nil || !strings.Contains(out, "Connected") {
+		t.Fatalf("b: netbird up after the unblock: %v\n%s", err, out)
+	}
+	if _, ok := m.WaitPing(a, ipB, 10*time.Second); !ok {
+		t.Fatal("a cannot reach b after the unblock and a new login")
+	}
+	acc := listAccounts(t, admin)
+	admin.call("PUT", "/api/accounts/"+acc, map[string]any{"settings": map[string]any{"peer_login_expiration_enabled": true, "peer_login_expiration": 6}}, 200)
+	waitStatus(t, m, b, "NeedsLogin", 20*time.Second)
+	if m.Ping(a, ipB) {
+		t.Fatal("a still reaches b after its login expired")
+	}
+	m.ssoUp(b, "dev@example.com", "Dev-passw0rd!", func() {
+		// The prompt came: the expired login was noticed. Lengthen the
+		// expiration so the renewed login lasts.
+		admin.call("PUT", "/api/accounts/"+acc, map[string]any{"settings": map[string]any{"peer_login_expiration_enabled": true, "peer_login_expiration": 86400}}, 200)
+	})
+	if _, ok := m.WaitPing(a, ipB, 10*time.Second); !ok {
+		t.Fatal("a cannot reach b after the renewed login")
+	}
+}
+
+func listUsers(t *testing.T, r restClient) []map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+netlab.PubAddr+":"+mgmtPort+"/api/users", nil)
+	req.Header.Set("Authorization", r.auth)
+	resp, err := r.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out []map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func listAccounts(t *testing.T, r restClient) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+netlab.PubAddr+":"+mgmtPort+"/api/accounts", nil)
+	req.Header.Set("Authorization", r.auth)
+	resp, err := r.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out []map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out) != 1 {
+		t.Fatalf("accounts: %v %v", out, err)
+	}
+	return out[0]["id"].(string)
+}
+
+// waitStatus waits until the daemon reports a status (Connected,
+// NeedsLogin...).
+func waitStatus(t *testing.T, m *Mesh, a *Agent, want string, within time.Duration) {
+	t.Helper()
+	var last string
+	for start := time.Now(); time.Since(start) < within; time.Sleep(300 * time.Millisecond) {
+		out, _ := m.CLI(a, "status")
+		last = out
+		if strings.Contains(out, want) {
+			return
+		}
+	}
+	t.Fatalf("%s: status is not %s after %v:\n%s", a.Name, want, within, last)
+}
+
