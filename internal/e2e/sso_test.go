@@ -290,4 +290,3 @@ func waitStatus(t *testing.T, m *Mesh, a *Agent, want string, within time.Durati
 	}
 	t.Fatalf("%s: status is not %s after %v:\n%s", a.Name, want, within, last)
 }
-
