@@ -61,6 +61,7 @@ type Engine struct {
 	relays *relayclient.Manager
 	filter *acl.Filter
 	meta   *mgmtpb.PeerSystemMeta
+	checks chan []string // posture check files asked for (reportChecks)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -87,7 +88,7 @@ func Meta(hostname, version string) *mgmtpb.PeerSystemMeta {
 	}
 	return &mgmtpb.PeerSystemMeta{
 		Hostname: hostname, GoOS: runtime.GOOS, Kernel: kernelName(), KernelVersion: kernelRelease(),
-		Platform: runtime.GOARCH, OS: runtime.GOOS, NetbirdVersion: version,
+		Platform: runtime.GOARCH, OS: runtime.GOOS, NetbirdVersion: version, NetworkAddresses: interfaceAddresses(),
 		Capabilities: []mgmtpb.PeerCapability{mgmtpb.PeerCapability_PeerCapabilitySourcePrefixes},
 	}
 }
@@ -163,6 +164,7 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 		addr:   addr,
 		fqdn:   lr.GetPeerConfig().GetFqdn(),
 		peers:  map[key.Public]*remote{},
+		checks: make(chan []string, 1),
 	}
 	dev.Bind().SetProbeHandler(e.onProbe)
 	// The login response's config starts the relay now, so the relayed
@@ -172,8 +174,9 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
-	e.wg.Add(2)
+	e.wg.Add(3)
 	go func() { defer e.wg.Done(); sc.Run(rctx, e.onSignal) }()
+	go func() { defer e.wg.Done(); e.reportChecks(rctx) }()
 	go func() {
 		defer e.wg.Done()
 		err := mc.Sync(rctx, meta, e.onSync)
@@ -247,6 +250,7 @@ func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
 	if cfg := r.GetNetbirdConfig(); cfg != nil {
 		e.applyConfig(cfg)
 	}
+	e.wantChecks(r)
 	nm := r.GetNetworkMap()
 	if nm == nil {
 		return

@@ -325,3 +325,17 @@ func (c *Client) syncOnce(ctx context.Context, meta *mgmtpb.PeerSystemMeta, appl
 		apply(proto.Clone(&r).(*mgmtpb.SyncResponse))
 	}
 }
+
+// SyncMeta sends refreshed system metadata (the answers to posture checks).
+func (c *Client) SyncMeta(ctx context.Context, meta *mgmtpb.PeerSystemMeta) error {
+	sh, err := c.shared(ctx)
+	if err != nil {
+		return err
+	}
+	body, err := sh.SealProto(&mgmtpb.SyncMetaRequest{Meta: meta})
+	if err != nil {
+		return err
+	}
+	_, err = c.api.SyncMeta(ctx, &mgmtpb.EncryptedMessage{WgPubKey: c.priv.Public().String(), Body: body})
+	return c.explain(err)
+}

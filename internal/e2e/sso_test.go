@@ -197,7 +197,7 @@ func TestSSOLogin(t *testing.T) {
 	// Block the user: within seconds a no longer reaches b, and b's daemon
 	// needs a new login.
 	var devID string
-	for _, u := range listUsers(t, admin) {
+	for _, u := range getList(t, admin, "/api/users") {
 		if u["email"] == "dev@example.com" {
 			devID = u["id"].(string)
 		}
@@ -228,7 +228,7 @@ func TestSSOLogin(t *testing.T) {
 	if _, ok := m.WaitPing(a, ipB, 10*time.Second); !ok {
 		t.Fatal("a cannot reach b after the unblock and a new login")
 	}
-	acc := listAccounts(t, admin)
+	acc := getList(t, admin, "/api/accounts")[0]["id"].(string)
 	admin.call("PUT", "/api/accounts/"+acc, map[string]any{"settings": map[string]any{"peer_login_expiration_enabled": true, "peer_login_expiration": 6}}, 200)
 	waitStatus(t, m, b, "NeedsLogin", 20*time.Second)
 	if m.Ping(a, ipB) {
@@ -244,9 +244,10 @@ func TestSSOLogin(t *testing.T) {
 	}
 }
 
-func listUsers(t *testing.T, r restClient) []map[string]any {
+// getList reads a REST collection (a JSON array of objects).
+func getList(t *testing.T, r restClient, path string) []map[string]any {
 	t.Helper()
-	req, _ := http.NewRequest("GET", "http://"+netlab.PubAddr+":"+mgmtPort+"/api/users", nil)
+	req, _ := http.NewRequest("GET", "http://"+netlab.PubAddr+":"+mgmtPort+path, nil)
 	req.Header.Set("Authorization", r.auth)
 	resp, err := r.c.Do(req)
 	if err != nil {
@@ -255,25 +256,9 @@ func listUsers(t *testing.T, r restClient) []map[string]any {
 	defer resp.Body.Close()
 	var out []map[string]any
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatal(err)
+		t.Fatalf("GET %s: %v", path, err)
 	}
 	return out
-}
-
-func listAccounts(t *testing.T, r restClient) string {
-	t.Helper()
-	req, _ := http.NewRequest("GET", "http://"+netlab.PubAddr+":"+mgmtPort+"/api/accounts", nil)
-	req.Header.Set("Authorization", r.auth)
-	resp, err := r.c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out []map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out) != 1 {
-		t.Fatalf("accounts: %v %v", out, err)
-	}
-	return out[0]["id"].(string)
 }
 
 // waitStatus waits until the daemon reports a status (Connected,

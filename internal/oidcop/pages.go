@@ -55,10 +55,7 @@ func (p *Provider) login(w http.ResponseWriter, r *http.Request) {
 		}
 		render(w, http.StatusOK, d)
 	case http.MethodPost:
-		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-		if err := r.ParseForm(); err != nil {
-			d.Error = "The form could not be read."
-			render(w, http.StatusBadRequest, d)
+		if !parseForm(w, r, d) {
 			return
 		}
 		d.RequestID, d.Email = r.PostForm.Get("authRequestID"), r.PostForm.Get("email")
@@ -87,10 +84,7 @@ func (p *Provider) device(w http.ResponseWriter, r *http.Request) {
 		d.UserCode = r.URL.Query().Get("user_code")
 		render(w, http.StatusOK, d)
 	case http.MethodPost:
-		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-		if err := r.ParseForm(); err != nil {
-			d.Error = "The form could not be read."
-			render(w, http.StatusBadRequest, d)
+		if !parseForm(w, r, d) {
 			return
 		}
 		d.UserCode = strings.ToUpper(strings.TrimSpace(r.PostForm.Get("user_code")))
@@ -112,6 +106,18 @@ func (p *Provider) device(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	}
+}
+
+// parseForm reads a bounded form, answering the page with an error when
+// it cannot.
+func parseForm(w http.ResponseWriter, r *http.Request, d pageData) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		d.Error = "The form could not be read."
+		render(w, http.StatusBadRequest, d)
+		return false
+	}
+	return true
 }
 
 func (p *Provider) fail(w http.ResponseWriter, r *http.Request, d pageData, err error) {

@@ -282,3 +282,16 @@ func HasPeers(nm *mgmtpb.NetworkMap, keys ...key.Public) bool {
 	}
 	return true
 }
+
+// SyncMeta reports metadata with the given files' states (answers to
+// posture checks).
+func (p *Peer) SyncMeta(ctx context.Context, files ...*mgmtpb.File) error {
+	m := p.Meta()
+	m.Files = files
+	msg, _, err := p.Seal(ctx, &mgmtpb.SyncMetaRequest{Meta: m})
+	if err != nil {
+		return err
+	}
+	_, err = p.client.SyncMeta(ctx, msg)
+	return err
+}

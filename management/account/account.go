@@ -49,6 +49,10 @@ type Meta struct {
 	ProductName    string   `json:"product_name,omitempty"`
 	Manufacturer   string   `json:"manufacturer,omitempty"`
 	Addresses      []string `json:"addresses,omitempty"`
+	// Files are the peer's answers to the files posture checks ask about.
+	Files []FileState `json:"files,omitempty"`
+	// ConnectionIP is the public address the peer reached management from.
+	ConnectionIP string `json:"connection_ip,omitempty"`
 }
 
 // Peer is one registered machine.
@@ -166,4 +170,6 @@ type Policy struct {
 	Description string   `json:"description"`
 	Enabled     bool     `json:"enabled"`
 	Rules       []Rule   `json:"rules"`
+	// PostureChecks the source peers must meet (IDs).
+	PostureChecks []string `json:"source_posture_checks,omitempty"`
 }

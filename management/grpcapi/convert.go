@@ -1,6 +1,7 @@
 package grpcapi
 
 import (
+	"context"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -28,6 +29,16 @@ func clip(s string) string {
 	return s
 }
 
+// metaFrom converts what a peer reports, with the address it reached us
+// from (posture network-range checks read it).
+func metaFrom(ctx context.Context, m *mgmtpb.PeerSystemMeta) account.Meta {
+	out := metaFromProto(m)
+	if ip := sourceAddr(ctx); ip.IsValid() {
+		out.ConnectionIP = ip.String()
+	}
+	return out
+}
+
 func metaFromProto(m *mgmtpb.PeerSystemMeta) account.Meta {
 	out := account.Meta{
 		Hostname:       clip(m.GetHostname()),
@@ -49,6 +60,12 @@ func metaFromProto(m *mgmtpb.PeerSystemMeta) account.Meta {
 			break
 		}
 		out.Addresses = append(out.Addresses, clip(a.GetNetIP()))
+	}
+	for i, f := range m.GetFiles() {
+		if i == 32 {
+			break
+		}
+		out.Files = append(out.Files, account.FileState{Path: clip(f.GetPath()), Exist: f.GetExist(), ProcessIsRunning: f.GetProcessIsRunning()})
 	}
 	return out
 }
@@ -128,6 +145,10 @@ func networkMapProto(m networkmap.Map) *mgmtpb.NetworkMap {
 func syncResponse(m networkmap.Map, cfg *mgmtpb.NetbirdConfig, legacy bool) *mgmtpb.SyncResponse {
 	nm := networkMapProto(m)
 	r := &mgmtpb.SyncResponse{NetbirdConfig: cfg, NetworkMap: nm}
+	if len(m.CheckFiles) > 0 {
+		// The agent reports on these (exists, process running) in its meta.
+		r.Checks = []*mgmtpb.Checks{{Files: m.CheckFiles}}
+	}
 	if legacy {
 		r.PeerConfig = nm.PeerConfig
 		r.RemotePeers = nm.RemotePeers

@@ -187,7 +187,7 @@ func (s *Server) Login(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgmt
 	peer, acc, err := s.o.Peers.Login(ctx, peers.LoginInput{
 		Key:       pk,
 		SetupKey:  lr.GetSetupKey(),
-		Meta:      metaFromProto(lr.GetMeta()),
+		Meta:      metaFrom(ctx, lr.GetMeta()),
 		SSHPubKey: clip(string(lr.GetPeerKeys().GetSshPubKey())),
 		User:      user,
 	})

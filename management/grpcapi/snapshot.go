@@ -95,7 +95,10 @@ func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID) 
 		if access.Groups, err = at.Groups(ctx); err != nil {
 			return err
 		}
-		access.Policies, err = at.Policies(ctx)
+		if access.Policies, err = at.Policies(ctx); err != nil {
+			return err
+		}
+		access.PostureChecks, err = at.PostureChecks(ctx)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {

@@ -38,7 +38,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	}
 	defer s.syncs.Add(-1)
 	if sr.GetMeta() != nil {
-		if err := s.o.Peers.UpdateMeta(ctx, pk, metaFromProto(sr.GetMeta())); err != nil {
+		if err := s.o.Peers.UpdateMeta(ctx, pk, metaFrom(ctx, sr.GetMeta())); err != nil {
 			s.o.Log.WarnContext(ctx, "update meta on sync", "peer", peer.ID, "err", err)
 		}
 	}
@@ -118,7 +118,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		// A change elsewhere in the account that leaves this peer's map as
 		// it was (another peer's policy, a group it is not in) is not sent:
 		// only the affected peers get an update.
-		fp := mapFingerprint(r.GetNetworkMap())
+		fp := mapFingerprint(r)
 		if !full && fp == lastFP {
 			s.mapsSkipped.Add(1)
 			return false, nil
@@ -174,7 +174,7 @@ func (s *Server) SyncMeta(ctx context.Context, req *mgmtpb.EncryptedMessage) (*m
 	if _, err := s.registeredPeer(ctx, pk); err != nil {
 		return nil, err
 	}
-	if err := s.o.Peers.UpdateMeta(ctx, pk, metaFromProto(r.GetMeta())); err != nil {
+	if err := s.o.Peers.UpdateMeta(ctx, pk, metaFrom(ctx, r.GetMeta())); err != nil {
 		return nil, status.Error(codes.Internal, "update meta")
 	}
 	return &mgmtpb.Empty{}, nil
@@ -235,10 +235,16 @@ func (s *Server) Job(stream grpc.BidiStreamingServer[mgmtpb.EncryptedMessage, mg
 	}
 }
 
-// mapFingerprint hashes a network map without its serial.
-func mapFingerprint(nm *mgmtpb.NetworkMap) [32]byte {
-	c := proto.Clone(nm).(*mgmtpb.NetworkMap)
+// mapFingerprint hashes a response's network map (without its serial)
+// and posture checks.
+func mapFingerprint(r *mgmtpb.SyncResponse) [32]byte {
+	c := proto.Clone(r.GetNetworkMap()).(*mgmtpb.NetworkMap)
 	c.Serial = 0
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	for _, ch := range r.GetChecks() {
+		for _, f := range ch.GetFiles() {
+			b = append(append(b, 0), f...)
+		}
+	}
 	return sha256.Sum256(b)
 }

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wiremesh/wiremesh/management/access"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/auth"
 	"github.com/wiremesh/wiremesh/management/peers"
@@ -40,6 +41,8 @@ type Options struct {
 	Store *store.Store
 	Users *users.Service
 	Peers *peers.Service
+	// Access changes groups, policies, posture checks and setup keys.
+	Access *access.Service
 	// JWT verifies bearer tokens; nil accepts personal access tokens only.
 	JWT TokenVerifier
 	Log *slog.Logger
@@ -128,6 +131,30 @@ func (a *API) routes() {
 	authed("PUT /api/peers/{peerId}", a.updatePeer)
 	authed("DELETE /api/peers/{peerId}", a.deletePeer)
 
+	authed("GET /api/groups", a.listGroups)
+	authed("POST /api/groups", a.putGroup)
+	authed("GET /api/groups/{groupId}", a.getGroup)
+	authed("PUT /api/groups/{groupId}", a.putGroup)
+	authed("DELETE /api/groups/{groupId}", a.deleteGroup)
+	authed("GET /api/policies", a.listPolicies)
+	authed("POST /api/policies", a.putPolicy)
+	authed("GET /api/policies/{policyId}", a.getPolicy)
+	authed("PUT /api/policies/{policyId}", a.putPolicy)
+	authed("DELETE /api/policies/{policyId}", a.deletePolicy)
+	authed("GET /api/posture-checks", a.listPosture)
+	authed("POST /api/posture-checks", a.putPosture)
+	authed("GET /api/posture-checks/{postureCheckId}", a.getPosture)
+	authed("PUT /api/posture-checks/{postureCheckId}", a.putPosture)
+	authed("DELETE /api/posture-checks/{postureCheckId}", a.deletePosture)
+	authed("GET /api/setup-keys", a.listSetupKeys)
+	authed("POST /api/setup-keys", a.createSetupKey)
+	authed("GET /api/setup-keys/{keyId}", a.getSetupKey)
+	authed("PUT /api/setup-keys/{keyId}", a.updateSetupKey)
+	authed("DELETE /api/setup-keys/{keyId}", a.deleteSetupKey)
+	// Countries for the posture-check editor: no GeoIP database, so none
+	// (an empty list, as the reference answers without one).
+	authed("GET /api/locations/countries", func(w http.ResponseWriter, _ *http.Request, _ account.User) error { return ok(w, []any{}) })
+
 	authed("GET /api/events/audit", a.events)
 	authed("GET /api/events", a.events)
 
@@ -200,7 +227,13 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusForbidden, "user is blocked"
 	case errors.Is(err, users.ErrForbidden):
 		code, msg = http.StatusForbidden, err.Error()
-	case errors.Is(err, users.ErrNotFound), errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, access.ErrInvalid):
+		code, msg = http.StatusUnprocessableEntity, err.Error()
+	case errors.Is(err, access.ErrInUse):
+		code, msg = http.StatusPreconditionFailed, err.Error()
+	case errors.Is(err, access.ErrConflict):
+		code, msg = http.StatusConflict, err.Error()
+	case errors.Is(err, users.ErrNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, access.ErrNotFound):
 		code, msg = http.StatusNotFound, "not found"
 	case errors.Is(err, users.ErrConflict), errors.Is(err, store.ErrConflict):
 		code, msg = http.StatusConflict, err.Error()

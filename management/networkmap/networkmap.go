@@ -13,6 +13,7 @@ import (
 	"sort"
 
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/posture"
 )
 
 // Direction of a firewall rule, seen from the peer that installs it.
@@ -47,6 +48,9 @@ type Map struct {
 	// sent in their compact form.
 	AllowAll bool
 	Rules    []FirewallRule
+	// CheckFiles are the paths the peer must report on for the account's
+	// process posture checks.
+	CheckFiles []string
 }
 
 // Address is the peer's overlay address with the account's prefix length,
@@ -55,10 +59,11 @@ func (m Map) Address() string {
 	return netip.PrefixFrom(m.Self.IP, m.Network.Bits()).String()
 }
 
-// Access is an account's groups and policies.
+// Access is an account's groups, policies and posture checks.
 type Access struct {
-	Groups   []account.Group
-	Policies []account.Policy
+	Groups        []account.Group
+	Policies      []account.Policy
+	PostureChecks []account.PostureCheck
 }
 
 // members resolves each group to its peers (All: every peer).
@@ -120,6 +125,7 @@ type Index struct {
 	byPeer   map[account.PeerID][]int // rules naming the peer as source or destination
 	records  map[account.PeerID]sig128
 	everyone sig128 // all peers' records, for allow-all maps
+	checks   []account.PostureCheck
 }
 
 // NewIndex prepares an account state.
@@ -152,6 +158,11 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 		}
 		return out
 	}
+	ix.checks = access.PostureChecks
+	checks := make(map[account.PostureCheckID]account.Checks, len(access.PostureChecks))
+	for _, c := range access.PostureChecks {
+		checks[c.ID] = c.Checks
+	}
 	for _, pol := range access.Policies {
 		if !pol.Enabled {
 			continue
@@ -160,12 +171,15 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 			if !r.Enabled {
 				continue
 			}
-			if r.Action == account.ActionAccept && r.Protocol == account.ProtoAll && r.Bidirectional &&
+			if len(pol.PostureChecks) == 0 && r.Action == account.ActionAccept && r.Protocol == account.ProtoAll && r.Bidirectional &&
 				isAll(r.Sources, allGroups) && isAll(r.Destinations, allGroups) {
 				ix.allowAll = true
 				continue
 			}
 			rr := rule{r: r, policy: pol.ID, src: union(r.Sources), dst: union(r.Destinations)}
+			if len(pol.PostureChecks) > 0 {
+				rr.src = ix.passing(rr.src, pol.PostureChecks, checks)
+			}
 			rr.sig = ruleSig(pol.ID, r)
 			for id := range rr.src {
 				rr.sig = rr.sig.add(ix.records[id].mix(1))
@@ -188,6 +202,30 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 	return ix
 }
 
+// passing keeps the source peers that meet every posture check a policy
+// names (a check that no longer exists fails closed).
+func (ix *Index) passing(src map[account.PeerID]bool, ids []string, checks map[account.PostureCheckID]account.Checks) map[account.PeerID]bool {
+	out := make(map[account.PeerID]bool, len(src))
+	for id := range src {
+		ok := true
+		for _, c := range ids {
+			cs, known := checks[account.PostureCheckID(c)]
+			if !known {
+				ok = false
+				break
+			}
+			if pass, _ := posture.Passes(cs, ix.byID[id].Meta); !pass {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out[id] = true
+		}
+	}
+	return out
+}
+
 // Signature summarizes everything self's map depends on: the account's
 // network and domain, self's own record, and for each rule naming self the
 // rule and the records of the peers it names (or, under allow-all, every
@@ -200,6 +238,9 @@ func (ix *Index) Signature(self account.PeerID) (Sig, bool) {
 		return Sig{}, false
 	}
 	h := newSig(ix.acc.Domain, ix.acc.Network.String()).add(me.mix(3))
+	if len(ix.checks) > 0 {
+		h = h.add(newSig(posture.Files(ix.checks, ix.byID[self].Meta.GoOS)...).mix(6))
+	}
 	if ix.allowAll {
 		h = h.add(ix.everyone.mix(4))
 	}
@@ -261,7 +302,8 @@ func (ix *Index) Compute(self account.PeerID) (Map, bool) {
 	if !ok {
 		return Map{}, false
 	}
-	m := Map{Serial: ix.acc.Serial, Domain: ix.acc.Domain, Network: ix.acc.Network, Self: me, AllowAll: ix.allowAll}
+	m := Map{Serial: ix.acc.Serial, Domain: ix.acc.Domain, Network: ix.acc.Network, Self: me, AllowAll: ix.allowAll,
+		CheckFiles: posture.Files(ix.checks, me.Meta.GoOS)}
 	visible := map[account.PeerID]bool{}
 	add := func(dir Direction, remote account.PeerID, rr *rule) {
 		if remote == self {

@@ -171,6 +171,9 @@ func (s *Service) refresh(ctx context.Context, tx *store.Tx, p account.Peer, in 
 		p.SSHPubKey = in.SSHPubKey
 	}
 	if in.Meta.Hostname != "" {
+		// What posture checks read (versions, addresses, processes) can
+		// change which policies apply to the peer.
+		changed = changed || postureMeta(p.Meta) != postureMeta(in.Meta)
 		p.Meta = in.Meta
 	}
 	// The login time of a peer added by a user is when its user last
@@ -533,4 +536,9 @@ func (s *Service) ExpireLogins(ctx context.Context, seen map[account.PeerID]time
 		s.notify.AccountChanged(a.ID)
 	}
 	return nil
+}
+
+// postureMeta is the part of a peer's metadata posture checks read.
+func postureMeta(m account.Meta) string {
+	return fmt.Sprint(m.NetbirdVersion, m.GoOS, m.OSVersion, m.KernelVersion, m.Addresses, m.ConnectionIP, m.Files)
 }

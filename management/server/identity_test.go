@@ -23,7 +23,7 @@ import (
 
 // api is a REST client authenticated as one caller.
 type api struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 	auth string // Authorization header value
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/internal/oidcop"
+	"github.com/wiremesh/wiremesh/management/access"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/grpcapi"
 	"github.com/wiremesh/wiremesh/management/httpapi"
@@ -106,7 +107,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		return nil, fmt.Errorf("identity provider: %w", err)
 	}
 	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log, SSO: sso})
-	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Log: o.Log}
+	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Access: access.New(st, hub, o.Log), Log: o.Log}
 	if verifier != nil {
 		ropts.JWT = verifier
 	}

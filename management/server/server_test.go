@@ -35,7 +35,7 @@ import (
 )
 
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	srv  *server.Server
 	conn *grpc.ClientConn
@@ -47,7 +47,7 @@ func start(t *testing.T, dir string, issuer turncreds.Issuer) *env {
 	return startWith(t, dir, server.Options{TURN: issuer})
 }
 
-func startWith(t *testing.T, dir string, o server.Options, advs ...func(*server.Advertiser)) *env {
+func startWith(t testing.TB, dir string, o server.Options, advs ...func(*server.Advertiser)) *env {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -100,7 +100,7 @@ func startWith(t *testing.T, dir string, o server.Options, advs ...func(*server.
 // provider's URL on the test server's port.
 const autoIssuer = "auto"
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 

@@ -81,18 +81,21 @@ func (a *AccountTx) DeleteGroup(ctx context.Context, id account.GroupID) error {
 	return affected(n, err)
 }
 
-const policyCols = `id, account_id, name, description, enabled, rules`
+const policyCols = `id, account_id, name, description, enabled, rules, posture_checks`
 
 func scanPolicy(sc scanner) (account.Policy, error) {
 	var (
-		p              account.Policy
-		id, acc, rules string
+		p                      account.Policy
+		id, acc, rules, checks string
 	)
-	if err := sc.Scan(&id, &acc, &p.Name, &p.Description, &p.Enabled, &rules); err != nil {
+	if err := sc.Scan(&id, &acc, &p.Name, &p.Description, &p.Enabled, &rules, &checks); err != nil {
 		return p, mapErr(err)
 	}
 	if err := json.Unmarshal([]byte(rules), &p.Rules); err != nil {
 		return p, fmt.Errorf("policy %s: bad rules: %w", id, err)
+	}
+	if err := json.Unmarshal([]byte(checks), &p.PostureChecks); err != nil {
+		return p, fmt.Errorf("policy %s: bad posture checks: %w", id, err)
 	}
 	p.ID, p.AccountID = account.PolicyID(id), account.ID(acc)
 	return p, nil
@@ -120,21 +123,82 @@ func (a *AccountTx) PutPolicy(ctx context.Context, p account.Policy) error {
 	if err != nil {
 		return err
 	}
-	n, err := a.q().exec(ctx, `UPDATE policies SET name = ?, description = ?, enabled = ?, rules = ? WHERE id = ? AND account_id = ?`,
-		p.Name, p.Description, p.Enabled, string(rules), string(p.ID), string(a.id))
+	checks, err := jsonList(p.PostureChecks)
+	if err != nil {
+		return err
+	}
+	n, err := a.q().exec(ctx, `UPDATE policies SET name = ?, description = ?, enabled = ?, rules = ?, posture_checks = ? WHERE id = ? AND account_id = ?`,
+		p.Name, p.Description, p.Enabled, string(rules), checks, string(p.ID), string(a.id))
 	if err != nil {
 		return mapErr(err)
 	}
 	if n == 1 {
 		return nil
 	}
-	_, err = a.q().exec(ctx, `INSERT INTO policies (`+policyCols+`) VALUES (?, ?, ?, ?, ?, ?)`,
-		string(p.ID), string(a.id), p.Name, p.Description, p.Enabled, string(rules))
+	_, err = a.q().exec(ctx, `INSERT INTO policies (`+policyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		string(p.ID), string(a.id), p.Name, p.Description, p.Enabled, string(rules), checks)
 	return mapErr(err)
 }
 
 // DeletePolicy removes a policy.
 func (a *AccountTx) DeletePolicy(ctx context.Context, id account.PolicyID) error {
 	n, err := a.q().exec(ctx, `DELETE FROM policies WHERE id = ? AND account_id = ?`, string(id), string(a.id))
+	return affected(n, err)
+}
+
+// --- posture checks ---
+
+const postureCols = `id, account_id, name, description, checks`
+
+func scanPosture(sc scanner) (account.PostureCheck, error) {
+	var (
+		c               account.PostureCheck
+		id, acc, checks string
+	)
+	if err := sc.Scan(&id, &acc, &c.Name, &c.Description, &checks); err != nil {
+		return c, mapErr(err)
+	}
+	if err := json.Unmarshal([]byte(checks), &c.Checks); err != nil {
+		return c, fmt.Errorf("posture check %s: bad checks: %w", id, err)
+	}
+	c.ID, c.AccountID = account.PostureCheckID(id), account.ID(acc)
+	return c, nil
+}
+
+// PostureChecks lists the account's posture checks by name.
+func (a *AccountTx) PostureChecks(ctx context.Context) ([]account.PostureCheck, error) {
+	return queryAll(ctx, a.q(), scanPosture, `SELECT `+postureCols+` FROM posture_checks WHERE account_id = ? ORDER BY name, id`, string(a.id))
+}
+
+// PostureCheck finds one of the account's posture checks.
+func (a *AccountTx) PostureCheck(ctx context.Context, id account.PostureCheckID) (account.PostureCheck, error) {
+	return scanPosture(a.q().queryRow(ctx, `SELECT `+postureCols+` FROM posture_checks WHERE id = ? AND account_id = ?`, string(id), string(a.id)))
+}
+
+// PutPostureCheck inserts or replaces a posture check; a duplicate name is
+// ErrConflict.
+func (a *AccountTx) PutPostureCheck(ctx context.Context, c account.PostureCheck) error {
+	if err := a.owns("posture check", c.AccountID); err != nil {
+		return err
+	}
+	checks, err := json.Marshal(c.Checks)
+	if err != nil {
+		return err
+	}
+	n, err := a.q().exec(ctx, `UPDATE posture_checks SET name = ?, description = ?, checks = ? WHERE id = ? AND account_id = ?`,
+		c.Name, c.Description, string(checks), string(c.ID), string(a.id))
+	if err != nil {
+		return mapErr(err)
+	}
+	if n == 1 {
+		return nil
+	}
+	_, err = a.q().exec(ctx, `INSERT INTO posture_checks (`+postureCols+`) VALUES (?, ?, ?, ?, ?)`, string(c.ID), string(a.id), c.Name, c.Description, string(checks))
+	return mapErr(err)
+}
+
+// DeletePostureCheck removes a posture check.
+func (a *AccountTx) DeletePostureCheck(ctx context.Context, id account.PostureCheckID) error {
+	n, err := a.q().exec(ctx, `DELETE FROM posture_checks WHERE id = ? AND account_id = ?`, string(id), string(a.id))
 	return affected(n, err)
 }

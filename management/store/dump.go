@@ -26,6 +26,8 @@ type Dump struct {
 	Users     []account.User     `json:"users,omitempty"`
 	Tokens    []account.Token    `json:"tokens,omitempty"`
 	Invites   []account.Invite   `json:"invites,omitempty"`
+	// PostureChecks come before the policies that name them on import.
+	PostureChecks []account.PostureCheck `json:"posture_checks,omitempty"`
 }
 
 // Export reads the whole account.
@@ -57,6 +59,9 @@ func (a *AccountTx) Export(ctx context.Context) (Dump, error) {
 		return d, err
 	}
 	if d.Invites, err = a.Invites(ctx); err != nil {
+		return d, err
+	}
+	if d.PostureChecks, err = a.PostureChecks(ctx); err != nil {
 		return d, err
 	}
 	if d.Peers == nil {
@@ -121,6 +126,11 @@ func (tx *Tx) Import(ctx context.Context, d Dump) error {
 	for _, g := range d.Groups {
 		if err := a.PutGroup(ctx, g); err != nil {
 			return fmt.Errorf("import group %s: %w", g.ID, err)
+		}
+	}
+	for _, c := range d.PostureChecks {
+		if err := a.PutPostureCheck(ctx, c); err != nil {
+			return fmt.Errorf("import posture check %s: %w", c.ID, err)
 		}
 	}
 	for _, p := range d.Policies {

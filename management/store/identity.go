@@ -330,3 +330,19 @@ func (a *AccountTx) UpdatePeerName(ctx context.Context, p account.Peer) error {
 		p.Name, p.DNSLabel, p.LoginExpirationEnabled, string(p.ID), string(a.id))
 	return affected(n, err)
 }
+
+// UpdateSetupKeyGroups replaces a setup key's auto-groups.
+func (a *AccountTx) UpdateSetupKeyGroups(ctx context.Context, id account.SetupKeyID, groups []string) error {
+	g, err := jsonList(groups)
+	if err != nil {
+		return err
+	}
+	n, err := a.q().exec(ctx, `UPDATE setup_keys SET auto_groups = ? WHERE id = ? AND account_id = ?`, g, string(id), string(a.id))
+	return affected(n, err)
+}
+
+// DeleteSetupKey removes a setup key (its peers stay).
+func (a *AccountTx) DeleteSetupKey(ctx context.Context, id account.SetupKeyID) error {
+	n, err := a.q().exec(ctx, `DELETE FROM setup_keys WHERE id = ? AND account_id = ?`, string(id), string(a.id))
+	return affected(n, err)
+}

@@ -1,0 +1,289 @@
+// Package access manages what decides who may reach whom in an account:
+// groups, policies, posture checks, and the setup keys that place new
+// peers in groups. It validates them (the built-in All group is immutable,
+// rules name existing groups, ports fit their protocol, checks can be
+// evaluated), refuses to delete what something still uses, and commits
+// every change with a serial bump and an activity-log entry so that
+// running servers push new maps to the affected peers. The map
+// computation itself lives in package networkmap.
+package access
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/store"
+)
+
+// Errors callers check with errors.Is.
+var (
+	ErrInvalid  = errors.New("invalid")
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("already exists")
+	// ErrInUse: the group is still named by a policy, setup key or user.
+	ErrInUse = errors.New("in use")
+)
+
+// Notifier learns that an account's network changed.
+type Notifier interface {
+	AccountChanged(id account.ID)
+}
+
+// Service changes groups and policies.
+type Service struct {
+	st     *store.Store
+	notify Notifier
+	log    *slog.Logger
+	now    func() time.Time
+}
+
+// New returns a service.
+func New(st *store.Store, n Notifier, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{st: st, notify: n, log: log, now: time.Now}
+}
+
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound) && !errors.Is(err, ErrInvalid):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, store.ErrConflict):
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	return err
+}
+
+// change runs fn, bumps the serial and logs the change, then notifies.
+func (s *Service) change(ctx context.Context, acc account.ID, activity, target, initiator string, meta map[string]string, fn func(at *store.AccountTx) error) error {
+	err := s.st.Tx(ctx, func(tx *store.Tx) error {
+		at := tx.In(acc)
+		if err := fn(at); err != nil {
+			return err
+		}
+		if _, err := at.BumpSerial(ctx); err != nil {
+			return err
+		}
+		_, err := at.InsertEvent(ctx, account.Event{At: s.now().UTC(), Activity: activity, Initiator: initiator, Target: target, Meta: meta})
+		return err
+	})
+	if err != nil {
+		return mapErr(err)
+	}
+	s.notify.AccountChanged(acc)
+	return nil
+}
+
+// --- groups ---
+
+func cleanName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 255 {
+		return "", fmt.Errorf("%w: a name must have 1 to 255 characters", ErrInvalid)
+	}
+	return name, nil
+}
+
+// checkPeers refuses peer IDs that are not the account's and drops repeats.
+func checkPeers(ctx context.Context, at *store.AccountTx, ids []account.PeerID) ([]account.PeerID, error) {
+	out := []account.PeerID{}
+	for _, id := range ids {
+		if slices.Contains(out, id) {
+			continue
+		}
+		if _, err := at.Peer(ctx, id); errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("%w: peer %q does not exist", ErrInvalid, id)
+		} else if err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// PutGroup creates (id empty) or replaces a group with its full member list.
+func (s *Service) PutGroup(ctx context.Context, acc account.ID, id account.GroupID, name string, peers []account.PeerID, initiator string) (account.Group, error) {
+	name, err := cleanName(name)
+	if err != nil {
+		return account.Group{}, err
+	}
+	activity := "group.update"
+	if id == "" {
+		id, activity = account.GroupID(uuid.NewString()), "group.add"
+	}
+	g := account.Group{ID: id, AccountID: acc, Name: name}
+	err = s.change(ctx, acc, activity, string(id), initiator, map[string]string{"name": name}, func(at *store.AccountTx) error {
+		if activity == "group.update" {
+			old, err := at.Group(ctx, id)
+			if err != nil {
+				return err
+			}
+			if old.All {
+				return fmt.Errorf("%w: the All group cannot be changed", ErrInvalid)
+			}
+		}
+		if name == "All" {
+			return fmt.Errorf("%w: All is the built-in group's name", ErrInvalid)
+		}
+		var err error
+		if g.Peers, err = checkPeers(ctx, at, peers); err != nil {
+			return err
+		}
+		if err := at.PutGroup(ctx, g); errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("%w: a group named %q", ErrConflict, name)
+		} else if err != nil {
+			return err
+		}
+		return nil
+	})
+	return g, err
+}
+
+// DeleteGroup removes a group nothing refers to.
+func (s *Service) DeleteGroup(ctx context.Context, acc account.ID, id account.GroupID, initiator string) error {
+	return s.change(ctx, acc, "group.delete", string(id), initiator, nil, func(at *store.AccountTx) error {
+		g, err := at.Group(ctx, id)
+		if err != nil {
+			return err
+		}
+		if g.All {
+			return fmt.Errorf("%w: the All group cannot be deleted", ErrInvalid)
+		}
+		if err := linked(ctx, at, id); err != nil {
+			return err
+		}
+		return at.DeleteGroup(ctx, id)
+	})
+}
+
+// linked reports what still names a group.
+func linked(ctx context.Context, at *store.AccountTx, id account.GroupID) error {
+	ps, err := at.Policies(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		for _, r := range p.Rules {
+			if slices.Contains(r.Sources, id) || slices.Contains(r.Destinations, id) {
+				return fmt.Errorf("%w: group has been linked to policy: %s", ErrInUse, p.Name)
+			}
+		}
+	}
+	ks, err := at.SetupKeys(ctx)
+	if err != nil {
+		return err
+	}
+	for _, k := range ks {
+		if slices.Contains(k.AutoGroups, string(id)) {
+			return fmt.Errorf("%w: group has been linked to setup key: %s", ErrInUse, k.Name)
+		}
+	}
+	us, err := at.Users(ctx)
+	if err != nil {
+		return err
+	}
+	for _, u := range us {
+		if slices.Contains(u.AutoGroups, string(id)) {
+			return fmt.Errorf("%w: group has been linked to user: %s", ErrInUse, u.Name)
+		}
+	}
+	return nil
+}
+
+// --- policies ---
+
+var protocols = []string{account.ProtoAll, account.ProtoTCP, account.ProtoUDP, account.ProtoICMP}
+
+// validate checks a policy against the account's groups.
+func validate(ctx context.Context, at *store.AccountTx, p *account.Policy) error {
+	var err error
+	if p.Name, err = cleanName(p.Name); err != nil {
+		return err
+	}
+	if len(p.Rules) == 0 {
+		return fmt.Errorf("%w: a policy needs at least one rule", ErrInvalid)
+	}
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		if r.ID == "" {
+			r.ID = uuid.NewString()
+		}
+		if strings.TrimSpace(r.Name) == "" {
+			r.Name = p.Name
+		}
+		if r.Action != account.ActionAccept && r.Action != account.ActionDrop {
+			return fmt.Errorf("%w: rule action %q (want accept or drop)", ErrInvalid, r.Action)
+		}
+		if !slices.Contains(protocols, r.Protocol) {
+			return fmt.Errorf("%w: rule protocol %q (want all, tcp, udp or icmp)", ErrInvalid, r.Protocol)
+		}
+		if len(r.Ports) > 0 && len(r.PortRanges) > 0 {
+			return fmt.Errorf("%w: ports and port_ranges cannot be combined", ErrInvalid)
+		}
+		if (len(r.Ports) > 0 || len(r.PortRanges) > 0) && r.Protocol != account.ProtoTCP && r.Protocol != account.ProtoUDP {
+			return fmt.Errorf("%w: ports need protocol tcp or udp", ErrInvalid)
+		}
+		for _, pr := range r.PortRanges {
+			if pr.Start == 0 || pr.End < pr.Start {
+				return fmt.Errorf("%w: port range %d-%d", ErrInvalid, pr.Start, pr.End)
+			}
+		}
+		if len(r.Sources) == 0 || len(r.Destinations) == 0 {
+			return fmt.Errorf("%w: a rule needs source and destination groups", ErrInvalid)
+		}
+		for _, g := range append(slices.Clone(r.Sources), r.Destinations...) {
+			if _, err := at.Group(ctx, g); errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("%w: group %q does not exist", ErrInvalid, g)
+			} else if err != nil {
+				return err
+			}
+		}
+	}
+	for _, c := range p.PostureChecks {
+		if _, err := at.PostureCheck(ctx, account.PostureCheckID(c)); errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("%w: posture check %q does not exist", ErrInvalid, c)
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PutPolicy creates (p.ID empty) or replaces a policy.
+func (s *Service) PutPolicy(ctx context.Context, acc account.ID, p account.Policy, initiator string) (account.Policy, error) {
+	activity := "policy.update"
+	if p.ID == "" {
+		p.ID, activity = account.PolicyID(uuid.NewString()), "policy.add"
+	}
+	p.AccountID = acc
+	err := s.change(ctx, acc, activity, string(p.ID), initiator, map[string]string{"name": p.Name}, func(at *store.AccountTx) error {
+		if activity == "policy.update" {
+			if _, err := at.Policy(ctx, p.ID); err != nil {
+				return err
+			}
+		}
+		if err := validate(ctx, at, &p); err != nil {
+			return err
+		}
+		return at.PutPolicy(ctx, p)
+	})
+	return p, err
+}
+
+// DeletePolicy removes a policy.
+func (s *Service) DeletePolicy(ctx context.Context, acc account.ID, id account.PolicyID, initiator string) error {
+	return s.change(ctx, acc, "policy.delete", string(id), initiator, nil, func(at *store.AccountTx) error {
+		return at.DeletePolicy(ctx, id)
+	})
+}

@@ -1,0 +1,589 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wiremesh/wiremesh/management/access"
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/setupkey"
+	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/users"
+)
+
+// The resources of access control: groups, policies, posture checks and
+// setup keys. Reads are open to every user of the account (the dashboard
+// shows groups to all); changes need the admin role.
+
+type peerMinimum struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+type groupJSON struct {
+	ID             string        `json:"id"`
+	Name           string        `json:"name"`
+	PeersCount     int           `json:"peers_count"`
+	ResourcesCount int           `json:"resources_count"`
+	Issued         string        `json:"issued"`
+	Peers          []peerMinimum `json:"peers"`
+	Resources      []any         `json:"resources"`
+}
+
+// accessView is an account's groups and peers, read together.
+type accessView struct {
+	groups []account.Group
+	peers  map[account.PeerID]account.Peer
+	npeers int
+}
+
+func (a *API) accessView(r *http.Request, acc account.ID) (accessView, error) {
+	v := accessView{peers: map[account.PeerID]account.Peer{}}
+	err := a.o.Store.Read(r.Context(), func(tx *store.Tx) error {
+		at := tx.In(acc)
+		var err error
+		if v.groups, err = at.Groups(r.Context()); err != nil {
+			return err
+		}
+		ps, err := at.Peers(r.Context())
+		for _, p := range ps {
+			v.peers[p.ID] = p
+		}
+		v.npeers = len(ps)
+		return err
+	})
+	return v, err
+}
+
+func (v accessView) group(g account.Group) groupJSON {
+	out := groupJSON{ID: string(g.ID), Name: g.Name, Issued: "api", Peers: []peerMinimum{}, Resources: []any{}}
+	if g.All {
+		for _, p := range v.peers {
+			out.Peers = append(out.Peers, peerMinimum{ID: string(p.ID), Name: p.Name})
+		}
+	} else {
+		for _, id := range g.Peers {
+			if p, ok := v.peers[id]; ok {
+				out.Peers = append(out.Peers, peerMinimum{ID: string(p.ID), Name: p.Name})
+			}
+		}
+	}
+	out.PeersCount = len(out.Peers)
+	return out
+}
+
+func (v accessView) minimum(id account.GroupID) (groupMinimum, bool) {
+	for _, g := range v.groups {
+		if g.ID == id {
+			j := v.group(g)
+			return groupMinimum{ID: j.ID, Name: j.Name, PeersCount: j.PeersCount}, true
+		}
+	}
+	return groupMinimum{}, false
+}
+
+func (a *API) listGroups(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	v, err := a.accessView(r, caller.AccountID)
+	if err != nil {
+		return err
+	}
+	name := r.URL.Query().Get("name")
+	out := []groupJSON{}
+	for _, g := range v.groups {
+		if name == "" || g.Name == name {
+			out = append(out, v.group(g))
+		}
+	}
+	if name != "" && len(out) == 0 {
+		return users.ErrNotFound
+	}
+	return ok(w, out)
+}
+
+func (a *API) getGroup(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	v, err := a.accessView(r, caller.AccountID)
+	if err != nil {
+		return err
+	}
+	for _, g := range v.groups {
+		if string(g.ID) == r.PathValue("groupId") {
+			return ok(w, v.group(g))
+		}
+	}
+	return users.ErrNotFound
+}
+
+func (a *API) putGroup(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	if err := requireAdmin(caller); err != nil {
+		return err
+	}
+	var req struct {
+		Name  string   `json:"name"`
+		Peers []string `json:"peers"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	peers := make([]account.PeerID, 0, len(req.Peers))
+	for _, p := range req.Peers {
+		peers = append(peers, account.PeerID(p))
+	}
+	g, err := a.o.Access.PutGroup(r.Context(), caller.AccountID, account.GroupID(r.PathValue("groupId")), req.Name, peers, string(caller.ID))
+	if err != nil {
+		return err
+	}
+	v, err := a.accessView(r, caller.AccountID)
+	if err != nil {
+		return err
+	}
+	return ok(w, v.group(g))
+}
+
+func (a *API) deleteGroup(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	if err := requireAdmin(caller); err != nil {
+		return err
+	}
+	if err := a.o.Access.DeleteGroup(r.Context(), caller.AccountID, account.GroupID(r.PathValue("groupId")), string(caller.ID)); err != nil {
+		return err
+	}
+	return ok(w, struct{}{})
+}
+
+// --- policies ---
+
+type portRangeJSON struct {
+	Start int `json:"start"`
+	End   int `json:"end"`
+}
+
+type ruleRequest struct {
+	ID            string          `json:"id"`
+	Name          string          `json:"name"`
+	Description   string          `json:"description"`
+	Enabled       bool            `json:"enabled"`
+	Action        string          `json:"action"`
+	Bidirectional bool            `json:"bidirectional"`
+	Protocol      string          `json:"protocol"`
+	Ports         []string        `json:"ports"`
+	PortRanges    []portRangeJSON `json:"port_ranges"`
+	Sources       []string        `json:"sources"`
+	Destinations  []string        `json:"destinations"`
+	SourceRes     *struct{}       `json:"sourceResource"`
+	DestRes       *struct{}       `json:"destinationResource"`
+}
+
+type policyRequest struct {
+	Name          string        `json:"name"`
+	Description   string        `json:"description"`
+	Enabled       bool          `json:"enabled"`
+	PostureChecks []string      `json:"source_posture_checks"`
+	Rules         []ruleRequest `json:"rules"`
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{access.ErrInvalid}, args...)...)
+}
+
+func port(v int) (uint16, error) {
+	if v < 1 || v > 65535 {
+		return 0, invalid("port %d is outside 1-65535", v)
+	}
+	return uint16(v), nil
+}
+
+func (req policyRequest) policy() (account.Policy, error) {
+	p := account.Policy{Name: req.Name, Description: req.Description, Enabled: req.Enabled, PostureChecks: req.PostureChecks}
+	for _, rr := range req.Rules {
+		if rr.SourceRes != nil || rr.DestRes != nil {
+			return p, invalid("rules on network resources and single peers are not supported yet; use groups")
+		}
+		r := account.Rule{ID: rr.ID, Name: rr.Name, Enabled: rr.Enabled, Action: rr.Action, Protocol: rr.Protocol, Bidirectional: rr.Bidirectional}
+		for _, s := range rr.Ports {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil {
+				return p, invalid("port %q is not a number", s)
+			}
+			pt, err := port(n)
+			if err != nil {
+				return p, err
+			}
+			r.Ports = append(r.Ports, pt)
+		}
+		for _, pr := range rr.PortRanges {
+			s, err := port(pr.Start)
+			if err != nil {
+				return p, err
+			}
+			e, err := port(pr.End)
+			if err != nil {
+				return p, err
+			}
+			r.PortRanges = append(r.PortRanges, account.PortRange{Start: s, End: e})
+		}
+		for _, g := range rr.Sources {
+			r.Sources = append(r.Sources, account.GroupID(g))
+		}
+		for _, g := range rr.Destinations {
+			r.Destinations = append(r.Destinations, account.GroupID(g))
+		}
+		p.Rules = append(p.Rules, r)
+	}
+	return p, nil
+}
+
+type ruleJSON struct {
+	ID            string          `json:"id"`
+	Name          string          `json:"name"`
+	Description   string          `json:"description"`
+	Enabled       bool            `json:"enabled"`
+	Action        string          `json:"action"`
+	Bidirectional bool            `json:"bidirectional"`
+	Protocol      string          `json:"protocol"`
+	Ports         []string        `json:"ports,omitempty"`
+	PortRanges    []portRangeJSON `json:"port_ranges,omitempty"`
+	Sources       []groupMinimum  `json:"sources"`
+	Destinations  []groupMinimum  `json:"destinations"`
+}
+
+type policyJSON struct {
+	ID            string     `json:"id"`
+	Name          string     `json:"name"`
+	Description   string     `json:"description"`
+	Enabled       bool       `json:"enabled"`
+	PostureChecks []string   `json:"source_posture_checks"`
+	Rules         []ruleJSON `json:"rules"`
+}
+
+func (v accessView) policy(p account.Policy) policyJSON {
+	out := policyJSON{ID: string(p.ID), Name: p.Name, Description: p.Description, Enabled: p.Enabled, PostureChecks: p.PostureChecks, Rules: []ruleJSON{}}
+	if out.PostureChecks == nil {
+		out.PostureChecks = []string{}
+	}
+	groups := func(ids []account.GroupID) []groupMinimum {
+		gs := []groupMinimum{}
+		for _, id := range ids {
+			if g, ok := v.minimum(id); ok {
+				gs = append(gs, g)
+			}
+		}
+		return gs
+	}
+	for _, r := range p.Rules {
+		j := ruleJSON{ID: r.ID, Name: r.Name, Enabled: r.Enabled, Action: r.Action, Bidirectional: r.Bidirectional, Protocol: r.Protocol,
+			Sources: groups(r.Sources), Destinations: groups(r.Destinations)}
+		for _, pt := range r.Ports {
+			j.Ports = append(j.Ports, strconv.Itoa(int(pt)))
+		}
+		for _, pr := range r.PortRanges {
+			j.PortRanges = append(j.PortRanges, portRangeJSON{Start: int(pr.Start), End: int(pr.End)})
+		}
+		out.Rules = append(out.Rules, j)
+	}
+	return out
+}
+
+func (a *API) policies(r *http.Request, acc account.ID) ([]account.Policy, error) {
+	var ps []account.Policy
+	err := a.o.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		ps, err = tx.In(acc).Policies(r.Context())
+		return err
+	})
+	return ps, err
+}
+
+func (a *API) listPolicies(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	ps, err := a.policies(r, caller.AccountID)
+	if err != nil {
+		return err
+	}
+	v, err := a.accessView(r, caller.AccountID)
+	if err != nil {
+		return err
+	}
+	out := []policyJSON{}
+	for _, p := range ps {
+		out = append(out, v.policy(p))
+	}
+	return ok(w, out)
+}
+
+func (a *API) getPolicy(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	ps, err := a.policies(r, caller.AccountID)
+	if err != nil {
+		return err
+	}
+	v, err := a.accessView(r, caller.AccountID)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if string(p.ID) == r.PathValue("policyId") {
+			return ok(w, v.policy(p))
+		}
+	}
+	return users.ErrNotFound
+}
+
+func (a *API) putPolicy(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	if err := requireAdmin(caller); err != nil {
+		return err
+	}
+	var req policyRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	p, err := req.policy()
+	if err != nil {
+		return err
+	}
+	p.ID = account.PolicyID(r.PathValue("policyId"))
+	if p.ID == "" {
+		for i := range p.Rules {
+			p.Rules[i].ID = "" // new rules get new IDs
+		}
+	}
+	if p, err = a.o.Access.PutPolicy(r.Context(), caller.AccountID, p, string(caller.ID)); err != nil {
+		return err
+	}
+	v, err := a.accessView(r, caller.AccountID)
+	if err != nil {
+		return err
+	}
+	return ok(w, v.policy(p))
+}
+
+func (a *API) deletePolicy(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	if err := requireAdmin(caller); err != nil {
+		return err
+	}
+	if err := a.o.Access.DeletePolicy(r.Context(), caller.AccountID, account.PolicyID(r.PathValue("policyId")), string(caller.ID)); err != nil {
+		return err
+	}
+	return ok(w, struct{}{})
+}
+
+// --- posture checks ---
+
+type postureJSON struct {
+	ID          string         `json:"id"`
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	Checks      account.Checks `json:"checks"`
+}
+
+func (a *API) postureChecks(r *http.Request, acc account.ID) ([]account.PostureCheck, error) {
+	var cs []account.PostureCheck
+	err := a.o.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		cs, err = tx.In(acc).PostureChecks(r.Context())
+		return err
+	})
+	return cs, err
+}
+
+func (a *API) listPosture(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	cs, err := a.postureChecks(r, caller.AccountID)
+	if err != nil {
+		return err
+	}
+	out := []postureJSON{}
+	for _, c := range cs {
+		out = append(out, postureJSON{ID: string(c.ID), Name: c.Name, Description: c.Description, Checks: c.Checks})
+	}
+	return ok(w, out)
+}
+
+func (a *API) getPosture(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	cs, err := a.postureChecks(r, caller.AccountID)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		if string(c.ID) == r.PathValue("postureCheckId") {
+			return ok(w, postureJSON{ID: string(c.ID), Name: c.Name, Description: c.Description, Checks: c.Checks})
+		}
+	}
+	return users.ErrNotFound
+}
+
+func (a *API) putPosture(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	if err := requireAdmin(caller); err != nil {
+		return err
+	}
+	var req postureJSON
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	c, err := a.o.Access.PutPostureCheck(r.Context(), caller.AccountID, account.PostureCheck{ID: account.PostureCheckID(r.PathValue("postureCheckId")),
+		Name: req.Name, Description: req.Description, Checks: req.Checks}, string(caller.ID))
+	if err != nil {
+		return err
+	}
+	return ok(w, postureJSON{ID: string(c.ID), Name: c.Name, Description: c.Description, Checks: c.Checks})
+}
+
+func (a *API) deletePosture(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	if err := requireAdmin(caller); err != nil {
+		return err
+	}
+	if err := a.o.Access.DeletePostureCheck(r.Context(), caller.AccountID, account.PostureCheckID(r.PathValue("postureCheckId")), string(caller.ID)); err != nil {
+		return err
+	}
+	return ok(w, struct{}{})
+}
+
+// --- setup keys ---
+
+type setupKeyJSON struct {
+	ID                  string   `json:"id"`
+	Key                 string   `json:"key"`
+	Name                string   `json:"name"`
+	Type                string   `json:"type"`
+	Expires             string   `json:"expires"`
+	Valid               bool     `json:"valid"`
+	Revoked             bool     `json:"revoked"`
+	UsedTimes           int      `json:"used_times"`
+	LastUsed            string   `json:"last_used"`
+	State               string   `json:"state"`
+	AutoGroups          []string `json:"auto_groups"`
+	UpdatedAt           string   `json:"updated_at"`
+	UsageLimit          int      `json:"usage_limit"`
+	Ephemeral           bool     `json:"ephemeral"`
+	AllowExtraDNSLabels bool     `json:"allow_extra_dns_labels"`
+}
+
+func toSetupKey(k account.SetupKey, plain string) setupKeyJSON {
+	state := setupkey.State(k, time.Now())
+	if state == "exhausted" {
+		state = "overused"
+	}
+	typ := "one-off"
+	if k.Reusable {
+		typ = "reusable"
+	}
+	key := plain
+	if key == "" {
+		key = k.Prefix
+		if len(key) > 5 {
+			key = key[:5]
+		}
+		key += "****"
+	}
+	groups := k.AutoGroups
+	if groups == nil {
+		groups = []string{}
+	}
+	return setupKeyJSON{ID: string(k.ID), Key: key, Name: k.Name, Type: typ, Expires: ts(k.ExpiresAt), Valid: state == "valid", Revoked: k.Revoked,
+		UsedTimes: k.UsedTimes, LastUsed: ts(k.LastUsed), State: state, AutoGroups: groups, UpdatedAt: ts(k.CreatedAt),
+		UsageLimit: k.UsageLimit, Ephemeral: k.Ephemeral}
+}
+
+func (a *API) setupKeys(r *http.Request, acc account.ID) ([]account.SetupKey, error) {
+	var ks []account.SetupKey
+	err := a.o.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		ks, err = tx.In(acc).SetupKeys(r.Context())
+		return err
+	})
+	return ks, err
+}
+
+func (a *API) listSetupKeys(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	if err := requireAdmin(caller); err != nil {
+		return err
+	}
+	ks, err := a.setupKeys(r, caller.AccountID)
+	if err != nil {
+		return err
+	}
+	out := []setupKeyJSON{}
+	for _, k := range ks {
+		out = append(out, toSetupKey(k, ""))
+	}
+	return ok(w, out)
+}
+
+func (a *API) getSetupKey(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	if err := requireAdmin(caller); err != nil {
+		return err
+	}
+	ks, err := a.setupKeys(r, caller.AccountID)
+	if err != nil {
+		return err
+	}
+	for _, k := range ks {
+		if string(k.ID) == r.PathValue("keyId") {
+			return ok(w, toSetupKey(k, ""))
+		}
+	}
+	return users.ErrNotFound
+}
+
+func (a *API) createSetupKey(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	if err := requireAdmin(caller); err != nil {
+		return err
+	}
+	var req struct {
+		Name       string   `json:"name"`
+		Type       string   `json:"type"`
+		ExpiresIn  int64    `json:"expires_in"`
+		AutoGroups []string `json:"auto_groups"`
+		UsageLimit int      `json:"usage_limit"`
+		Ephemeral  bool     `json:"ephemeral"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.Type != "reusable" && req.Type != "one-off" {
+		return invalid("type %q (want reusable or one-off)", req.Type)
+	}
+	if req.ExpiresIn < 0 {
+		return invalid("expires_in must not be negative")
+	}
+	o := setupkey.Options{Name: req.Name, Reusable: req.Type == "reusable", UsageLimit: req.UsageLimit, AutoGroups: req.AutoGroups,
+		Ephemeral: req.Ephemeral, Expiry: time.Duration(req.ExpiresIn) * time.Second}
+	if req.ExpiresIn == 0 {
+		o.Expiry = -1 // never
+	}
+	if !o.Reusable {
+		o.UsageLimit = 0
+	}
+	k, secret, err := a.o.Access.CreateSetupKey(r.Context(), caller.AccountID, o, string(caller.ID))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	return ok(w, toSetupKey(k, secret))
+}
+
+func (a *API) updateSetupKey(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	if err := requireAdmin(caller); err != nil {
+		return err
+	}
+	var req struct {
+		Revoked    bool     `json:"revoked"`
+		AutoGroups []string `json:"auto_groups"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	k, err := a.o.Access.UpdateSetupKey(r.Context(), caller.AccountID, account.SetupKeyID(r.PathValue("keyId")), req.Revoked, req.AutoGroups, string(caller.ID))
+	if err != nil {
+		return err
+	}
+	return ok(w, toSetupKey(k, ""))
+}
+
+func (a *API) deleteSetupKey(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	if err := requireAdmin(caller); err != nil {
+		return err
+	}
+	if err := a.o.Access.DeleteSetupKey(r.Context(), caller.AccountID, account.SetupKeyID(r.PathValue("keyId")), string(caller.ID)); err != nil {
+		return err
+	}
+	return ok(w, struct{}{})
+}

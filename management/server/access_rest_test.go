@@ -1,0 +1,165 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/internal/testpeer"
+	"github.com/wiremesh/wiremesh/management/server"
+	"github.com/wiremesh/wiremesh/proto/mgmtpb"
+)
+
+// ownerAPI sets up a server with the built-in provider and returns a
+// client authenticated with the owner's personal access token.
+func ownerAPI(t *testing.T) (*env, api) {
+	t.Helper()
+	e := startWith(t, t.TempDir(), server.Options{Identity: server.Identity{BuiltInIssuer: autoIssuer}})
+	setup := obj(e.api("").call("POST", "/api/setup", map[string]any{"email": "o@example.com", "password": "owner-password", "name": "O", "create_pat": true}, 200))
+	return e, e.api("Token " + setup["personal_access_token"].(string))
+}
+
+// TestAccessREST manages setup keys, groups, policies and posture checks
+// through the REST API and checks what the peers' maps then hold.
+func TestAccessREST(t *testing.T) {
+	e, o := ownerAPI(t)
+	ctx := context.Background()
+
+	// A setup key made through the API registers two peers.
+	o.call("POST", "/api/setup-keys", map[string]any{"name": "k", "type": "sometimes", "expires_in": 0, "auto_groups": []string{}, "usage_limit": 0}, 422)
+	key := obj(o.call("POST", "/api/setup-keys", map[string]any{"name": "k", "type": "reusable", "expires_in": 86400, "auto_groups": []string{}, "usage_limit": 0}, 200))
+	if key["state"] != "valid" || len(key["key"].(string)) != 36 {
+		t.Fatalf("setup key %v", key)
+	}
+	if listed := obj(list(o.call("GET", "/api/setup-keys", nil, 200))[0]); listed["key"] == key["key"] || listed["key"].(string)[5:] != "****" {
+		t.Fatalf("listed key is not masked: %v", listed["key"])
+	}
+	a, b := testpeer.New(e.conn, "a"), testpeer.New(e.conn, "b")
+	for _, p := range []*testpeer.Peer{a, b} {
+		if _, err := p.Login(ctx, key["key"].(string)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := map[string]string{}
+	for _, p := range list(o.call("GET", "/api/peers", nil, 200)) {
+		ids[obj(p)["name"].(string)] = obj(p)["id"].(string)
+	}
+
+	// Groups and a one-way tcp/22 policy from a to b, the default off.
+	src := obj(o.call("POST", "/api/groups", map[string]any{"name": "src", "peers": []string{ids["a"]}}, 200))
+	dst := obj(o.call("POST", "/api/groups", map[string]any{"name": "dst", "peers": []string{ids["b"]}}, 200))
+	o.call("POST", "/api/groups", map[string]any{"name": "src"}, 409)
+	o.call("POST", "/api/groups", map[string]any{"name": "ghost", "peers": []string{"no-such-peer"}}, 422)
+	if g := obj(o.call("GET", "/api/groups/"+src["id"].(string), nil, 200)); g["peers_count"] != float64(1) || obj(list(g["peers"])[0])["name"] != "a" {
+		t.Fatalf("group %v", g)
+	}
+	var all, def string
+	for _, g := range list(o.call("GET", "/api/groups", nil, 200)) {
+		if obj(g)["name"] == "All" {
+			all = obj(g)["id"].(string)
+		}
+	}
+	o.call("DELETE", "/api/groups/"+all, nil, 422)
+	o.call("PUT", "/api/groups/"+all, map[string]any{"name": "All", "peers": []string{}}, 422)
+	for _, p := range list(o.call("GET", "/api/policies", nil, 200)) {
+		def = obj(p)["id"].(string)
+	}
+	o.call("DELETE", "/api/policies/"+def, nil, 200)
+	rule := func(extra map[string]any) map[string]any {
+		r := map[string]any{"name": "ssh", "enabled": true, "action": "accept", "bidirectional": false, "protocol": "tcp", "ports": []string{"22"},
+			"sources": []string{src["id"].(string)}, "destinations": []string{dst["id"].(string)}}
+		for k, v := range extra {
+			r[k] = v
+		}
+		return r
+	}
+	for name, bad := range map[string]map[string]any{
+		"ports with all":   rule(map[string]any{"protocol": "all"}),
+		"ports and ranges": rule(map[string]any{"port_ranges": []map[string]int{{"start": 1, "end": 2}}}),
+		"port 0":           rule(map[string]any{"ports": []string{"0"}}),
+		"port text":        rule(map[string]any{"ports": []string{"ssh"}}),
+		"unknown group":    rule(map[string]any{"sources": []string{"nope"}}),
+		"unknown protocol": rule(map[string]any{"protocol": "sctp"}),
+		"no sources":       rule(map[string]any{"sources": []string{}}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			o.call("POST", "/api/policies", map[string]any{"name": "p", "enabled": true, "rules": []any{bad}}, 422)
+		})
+	}
+	pol := obj(o.call("POST", "/api/policies", map[string]any{"name": "ssh", "enabled": true, "rules": []any{rule(nil)}}, 200))
+	r0 := obj(list(pol["rules"])[0])
+	if obj(list(r0["sources"])[0])["name"] != "src" || list(r0["ports"])[0] != "22" {
+		t.Fatalf("policy %v", pol)
+	}
+	o.call("DELETE", "/api/groups/"+src["id"].(string), nil, 412)
+
+	sa, err := a.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sa.Close()
+	sb, err := b.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	has := func(s *testpeer.Stream, want ...*testpeer.Peer) {
+		t.Helper()
+		var keys []keyT
+		for _, p := range want {
+			keys = append(keys, p.Public())
+		}
+		if err := s.WaitFor(5*time.Second, func([]*mgmtpb.SyncResponse) bool { return testpeer.HasPeers(s.LatestMap(), keys...) }); err != nil {
+			t.Fatalf("map %v, want peers %v", s.LatestMap().GetRemotePeers(), keys)
+		}
+	}
+	has(sb, a)
+	has(sa, b)
+
+	// A posture check the source fails takes the policy away from it.
+	o.call("POST", "/api/posture-checks", map[string]any{"name": "geo", "description": "", "checks": map[string]any{
+		"geo_location_check": map[string]any{"locations": []map[string]string{{"country_code": "DE"}}, "action": "allow"}}}, 422)
+	o.call("POST", "/api/posture-checks", map[string]any{"name": "empty", "description": "", "checks": map[string]any{}}, 422)
+	pc := obj(o.call("POST", "/api/posture-checks", map[string]any{"name": "new agents", "description": "", "checks": map[string]any{
+		"nb_version_check": map[string]any{"min_version": "99.0.0"}}}, 200))
+	withCheck := map[string]any{"name": "ssh", "enabled": true, "source_posture_checks": []string{pc["id"].(string)}, "rules": []any{rule(nil)}}
+	o.call("PUT", "/api/policies/"+pol["id"].(string), withCheck, 200)
+	has(sb)
+	has(sa)
+	o.call("DELETE", "/api/posture-checks/"+pc["id"].(string), nil, 412)
+	o.call("PUT", "/api/posture-checks/"+pc["id"].(string), map[string]any{"name": "new agents", "description": "", "checks": map[string]any{
+		"nb_version_check": map[string]any{"min_version": "0.50"}}}, 200)
+	has(sb, a)
+
+	// A process check: the source is asked about the process, and counts
+	// only once it reports it running.
+	o.call("PUT", "/api/posture-checks/"+pc["id"].(string), map[string]any{"name": "new agents", "description": "", "checks": map[string]any{
+		"process_check": map[string]any{"processes": []map[string]string{{"linux_path": "/opt/edr/agent"}}}}}, 200)
+	has(sb)
+	if err := sa.WaitFor(5*time.Second, func([]*mgmtpb.SyncResponse) bool {
+		cs := sa.Messages()[len(sa.Messages())-1].GetChecks()
+		return len(cs) == 1 && len(cs[0].GetFiles()) == 1 && cs[0].GetFiles()[0] == "/opt/edr/agent"
+	}); err != nil {
+		t.Fatal("the source was not asked about the process")
+	}
+	if err := a.SyncMeta(ctx, &mgmtpb.File{Path: "/opt/edr/agent", Exist: true, ProcessIsRunning: true}); err != nil {
+		t.Fatal(err)
+	}
+	has(sb, a)
+	if err := a.SyncMeta(ctx, &mgmtpb.File{Path: "/opt/edr/agent", Exist: true}); err != nil {
+		t.Fatal(err)
+	}
+	has(sb)
+
+	// Revoking the setup key through the API stops new registrations.
+	o.call("PUT", "/api/setup-keys/"+key["id"].(string), map[string]any{"revoked": true}, 422)
+	if k := obj(o.call("PUT", "/api/setup-keys/"+key["id"].(string), map[string]any{"revoked": true, "auto_groups": []string{}}, 200)); k["state"] != "revoked" {
+		t.Fatalf("revoked key %v", k)
+	}
+	if _, err := testpeer.New(e.conn, "c").Login(ctx, key["key"].(string)); err == nil {
+		t.Fatal("a revoked key registered a peer")
+	}
+}
+
+type keyT = key.Public
