@@ -148,4 +148,3 @@ func checkGroupIDs(ctx context.Context, at *store.AccountTx, ids []string) error
 	}
 	return nil
 }
-
