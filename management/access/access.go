@@ -239,8 +239,18 @@ func validate(ctx context.Context, at *store.AccountTx, p *account.Policy) error
 				return fmt.Errorf("%w: port range %d-%d", ErrInvalid, pr.Start, pr.End)
 			}
 		}
-		if len(r.Sources) == 0 || len(r.Destinations) == 0 {
-			return fmt.Errorf("%w: a rule needs source and destination groups", ErrInvalid)
+		if (len(r.Sources) == 0) == (r.SourcePeer == "") || (len(r.Destinations) == 0) == (r.DestinationPeer == "") {
+			return fmt.Errorf("%w: each side of a rule needs either groups or a single peer resource", ErrInvalid)
+		}
+		for _, id := range []account.PeerID{r.SourcePeer, r.DestinationPeer} {
+			if id == "" {
+				continue
+			}
+			if _, err := at.Peer(ctx, id); errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("%w: peer %q does not exist", ErrInvalid, id)
+			} else if err != nil {
+				return err
+			}
 		}
 		for _, g := range append(slices.Clone(r.Sources), r.Destinations...) {
 			if _, err := at.Group(ctx, g); errors.Is(err, store.ErrNotFound) {

@@ -160,6 +160,10 @@ type Rule struct {
 	PortRanges    []PortRange `json:"port_ranges,omitempty"` // destination port ranges
 	Sources       []GroupID   `json:"sources"`
 	Destinations  []GroupID   `json:"destinations"`
+	// SourcePeer / DestinationPeer name a single peer instead of groups
+	// (the API's sourceResource / destinationResource of type "peer").
+	SourcePeer      PeerID `json:"source_peer,omitempty"`
+	DestinationPeer PeerID `json:"destination_peer,omitempty"`
 }
 
 // Policy is a named, switchable set of rules.

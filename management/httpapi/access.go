@@ -171,8 +171,28 @@ type ruleRequest struct {
 	PortRanges    []portRangeJSON `json:"port_ranges"`
 	Sources       []string        `json:"sources"`
 	Destinations  []string        `json:"destinations"`
-	SourceRes     *struct{}       `json:"sourceResource"`
-	DestRes       *struct{}       `json:"destinationResource"`
+	SourceRes     *resourceJSON   `json:"sourceResource"`
+	DestRes       *resourceJSON   `json:"destinationResource"`
+}
+
+// resourceJSON is a rule side that is not a group: only single peers
+// (type "peer") are supported until networks exist.
+type resourceJSON struct {
+	ID   string `json:"id"`
+	Type string `json:"type"`
+}
+
+func peerResource(r *resourceJSON, groups []string, side string) (account.PeerID, error) {
+	if r == nil {
+		return "", nil
+	}
+	if groups != nil {
+		return "", invalid("%s: give either groups or a resource, not both", side)
+	}
+	if r.Type != "peer" {
+		return "", invalid("%s: resources of type %q need networks, which this server does not have yet; use a peer or groups", side, r.Type)
+	}
+	return account.PeerID(r.ID), nil
 }
 
 type policyRequest struct {
@@ -197,10 +217,14 @@ func port(v int) (uint16, error) {
 func (req policyRequest) policy() (account.Policy, error) {
 	p := account.Policy{Name: req.Name, Description: req.Description, Enabled: req.Enabled, PostureChecks: req.PostureChecks}
 	for _, rr := range req.Rules {
-		if rr.SourceRes != nil || rr.DestRes != nil {
-			return p, invalid("rules on network resources and single peers are not supported yet; use groups")
-		}
 		r := account.Rule{ID: rr.ID, Name: rr.Name, Enabled: rr.Enabled, Action: rr.Action, Protocol: rr.Protocol, Bidirectional: rr.Bidirectional}
+		var err error
+		if r.SourcePeer, err = peerResource(rr.SourceRes, rr.Sources, "source"); err != nil {
+			return p, err
+		}
+		if r.DestinationPeer, err = peerResource(rr.DestRes, rr.Destinations, "destination"); err != nil {
+			return p, err
+		}
 		for _, s := range rr.Ports {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
 			if err != nil {
@@ -246,6 +270,8 @@ type ruleJSON struct {
 	PortRanges    []portRangeJSON `json:"port_ranges,omitempty"`
 	Sources       []groupMinimum  `json:"sources"`
 	Destinations  []groupMinimum  `json:"destinations"`
+	SourceRes     *resourceJSON   `json:"sourceResource,omitempty"`
+	DestRes       *resourceJSON   `json:"destinationResource,omitempty"`
 }
 
 type policyJSON struct {
@@ -274,6 +300,12 @@ func (v accessView) policy(p account.Policy) policyJSON {
 	for _, r := range p.Rules {
 		j := ruleJSON{ID: r.ID, Name: r.Name, Enabled: r.Enabled, Action: r.Action, Bidirectional: r.Bidirectional, Protocol: r.Protocol,
 			Sources: groups(r.Sources), Destinations: groups(r.Destinations)}
+		if r.SourcePeer != "" {
+			j.Sources, j.SourceRes = nil, &resourceJSON{ID: string(r.SourcePeer), Type: "peer"}
+		}
+		if r.DestinationPeer != "" {
+			j.Destinations, j.DestRes = nil, &resourceJSON{ID: string(r.DestinationPeer), Type: "peer"}
+		}
 		for _, pt := range r.Ports {
 			j.Ports = append(j.Ports, strconv.Itoa(int(pt)))
 		}

@@ -159,6 +159,16 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 		return out
 	}
 	ix.checks = access.PostureChecks
+	// side resolves one side of a rule: a single peer, or its groups.
+	side := func(gs []account.GroupID, peer account.PeerID) map[account.PeerID]bool {
+		if peer != "" {
+			if _, ok := ix.byID[peer]; ok {
+				return map[account.PeerID]bool{peer: true}
+			}
+			return map[account.PeerID]bool{}
+		}
+		return union(gs)
+	}
 	checks := make(map[account.PostureCheckID]account.Checks, len(access.PostureChecks))
 	for _, c := range access.PostureChecks {
 		checks[c.ID] = c.Checks
@@ -176,7 +186,7 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 				ix.allowAll = true
 				continue
 			}
-			rr := rule{r: r, policy: pol.ID, src: union(r.Sources), dst: union(r.Destinations)}
+			rr := rule{r: r, policy: pol.ID, src: side(r.Sources, r.SourcePeer), dst: side(r.Destinations, r.DestinationPeer)}
 			if len(pol.PostureChecks) > 0 {
 				rr.src = ix.passing(rr.src, pol.PostureChecks, checks)
 			}
@@ -287,7 +297,7 @@ func record(p account.Peer) sig128 {
 }
 
 func ruleSig(pol account.PolicyID, r account.Rule) sig128 {
-	return newSig(string(pol), r.ID, r.Action, r.Protocol, fmt.Sprint(r.Bidirectional, r.Ports, r.PortRanges))
+	return newSig(string(pol), r.ID, r.Action, r.Protocol, fmt.Sprint(r.Bidirectional, r.Ports, r.PortRanges), string(r.SourcePeer), string(r.DestinationPeer))
 }
 
 // Compute returns the map of self (ok=false if self is not a peer).

@@ -152,6 +152,24 @@ func TestAccessREST(t *testing.T) {
 	}
 	has(sb)
 
+	// A rule between two single peers (resources of type peer).
+	peerRule := map[string]any{"name": "pair", "enabled": true, "action": "accept", "bidirectional": true, "protocol": "all",
+		"sourceResource": map[string]string{"id": ids["a"], "type": "peer"}, "destinationResource": map[string]string{"id": ids["b"], "type": "peer"}}
+	bad := map[string]any{"name": "pair", "enabled": true, "action": "accept", "bidirectional": true, "protocol": "all",
+		"sourceResource": map[string]string{"id": "x", "type": "host"}, "destinations": []string{dst["id"].(string)}}
+	o.call("POST", "/api/policies", map[string]any{"name": "net", "enabled": true, "rules": []any{bad}}, 422)
+	both := map[string]any{"name": "pair", "enabled": true, "action": "accept", "bidirectional": true, "protocol": "all",
+		"sources": []string{}, "sourceResource": map[string]string{"id": ids["a"], "type": "peer"}, "destinations": []string{dst["id"].(string)}}
+	o.call("POST", "/api/policies", map[string]any{"name": "both", "enabled": true, "rules": []any{both}}, 422)
+	pp := obj(o.call("POST", "/api/policies", map[string]any{"name": "pair", "enabled": true, "rules": []any{peerRule}}, 200))
+	if rr := obj(list(pp["rules"])[0]); obj(rr["sourceResource"])["id"] != ids["a"] || rr["sources"] != nil {
+		t.Fatalf("peer rule %v", rr)
+	}
+	has(sb, a)
+	has(sa, b)
+	o.call("DELETE", "/api/policies/"+pp["id"].(string), nil, 200)
+	has(sb)
+
 	// Revoking the setup key through the API stops new registrations.
 	o.call("PUT", "/api/setup-keys/"+key["id"].(string), map[string]any{"revoked": true}, 422)
 	if k := obj(o.call("PUT", "/api/setup-keys/"+key["id"].(string), map[string]any{"revoked": true, "auto_groups": []string{}}, 200)); k["state"] != "revoked" {
