@@ -38,11 +38,12 @@ const (
 // Server is the daemon.
 type Server struct {
 	daemonpb.UnimplementedDaemonServiceServer
-	profiles   state.Profiles
-	fixed      string // --config: one profile at this path, no profile switching
-	version    string
-	log        *slog.Logger
-	forceRelay bool
+	profiles    state.Profiles
+	fixed       string // --config: one profile at this path, no profile switching
+	version     string
+	log         *slog.Logger
+	forceRelay  bool
+	metricsAddr string
 
 	// op serializes what changes the session (login, up, down, switch),
 	// so a switch never races another.
@@ -75,11 +76,13 @@ type Options struct {
 	ConfigPath string
 	// ForceRelay disables ICE (NB_FORCE_RELAY=true).
 	ForceRelay bool
+	// MetricsAddr, when set, serves Prometheus /metrics there.
+	MetricsAddr string
 }
 
 // New returns a daemon.
 func New(version string, log *slog.Logger, o Options) *Server {
-	return &Server{profiles: state.Profiles{Dir: o.StateDir}, fixed: o.ConfigPath, version: version, log: log, forceRelay: o.ForceRelay}
+	return &Server{profiles: state.Profiles{Dir: o.StateDir}, fixed: o.ConfigPath, version: version, log: log, forceRelay: o.ForceRelay, metricsAddr: o.MetricsAddr}
 }
 
 // active is the selected profile.
@@ -126,6 +129,15 @@ func (s *Server) Serve(ctx context.Context, addr string) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); s.resume(rctx) }()
+	if s.metricsAddr != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.serveMetrics(rctx, s.metricsAddr); err != nil {
+				s.log.Error("metrics", "err", err)
+			}
+		}()
+	}
 	select {
 	case <-ctx.Done():
 	case err = <-errc:

@@ -20,6 +20,10 @@ import (
 
 const mgmtPort = "33073"
 
+// agentMetricsPort serves each agent's /metrics on loopback inside its
+// own namespace.
+const agentMetricsPort = "9091"
+
 // Agent is one agent process (its daemon) in a site namespace.
 type Agent struct {
 	Name, NS, Dir, Sock, Iface string
@@ -104,7 +108,8 @@ func (m *Mesh) Agent(name string, kind netlab.NAT) *Agent {
 // RestartDaemon starts (again) the agent's daemon with the same state.
 func (m *Mesh) RestartDaemon(a *Agent) *Agent {
 	t := m.t
-	a.Daemon = proctest.StartCmd(t, m.Lab.Cmd(a.NS, proctest.Binary(t, "netbird"), "service", "run", "--daemon-addr", a.Sock, "-l", "debug"),
+	a.Daemon = proctest.StartCmd(t, m.Lab.Cmd(a.NS, proctest.Binary(t, "netbird"), "service", "run", "--daemon-addr", a.Sock, "-l", "debug",
+		"--metrics-addr", "127.0.0.1:"+agentMetricsPort),
 		[]string{"NB_STATE_DIR=" + a.Dir})
 	a.Daemon.Wait(t, regexp.MustCompile(`daemon listening`), 10*time.Second)
 	return a

@@ -193,6 +193,18 @@ func TestSSOLogin(t *testing.T) {
 	if _, ok := m.WaitPing(b, ipA, 10*time.Second); !ok {
 		t.Fatal("the SSO peer cannot reach a")
 	}
+	// The agent's metrics show the session and the connected peer.
+	resp, err := nsClient(a.NS).Get("http://127.0.0.1:" + agentMetricsPort + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"agent_management_connected 1", `agent_peers{state="Connected"} 1`, "agent_peer_connections{type="} {
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("agent metrics lack %q:\n%s", want, body)
+		}
+	}
 
 	// Block the user: within seconds a no longer reaches b, and b's daemon
 	// needs a new login.

@@ -26,12 +26,24 @@ type Sample struct {
 	Name, Help string
 	Kind       Kind
 	Value      float64
+	// Labels, when set, are the series' labels as written between the
+	// braces (`type="p2p"`); samples of one name must be adjacent.
+	Labels string
 }
 
 // Write prints samples.
 func Write(w io.Writer, samples []Sample) {
+	prev := ""
 	for _, s := range samples {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %g\n", s.Name, s.Help, s.Name, s.Kind, s.Name, s.Value)
+		if s.Name != prev {
+			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", s.Name, s.Help, s.Name, s.Kind)
+			prev = s.Name
+		}
+		if s.Labels != "" {
+			fmt.Fprintf(w, "%s{%s} %g\n", s.Name, s.Labels, s.Value)
+		} else {
+			fmt.Fprintf(w, "%s %g\n", s.Name, s.Value)
+		}
 	}
 }
 

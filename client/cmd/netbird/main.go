@@ -36,6 +36,7 @@ func main() {
 
 type globals struct {
 	daemonAddr, mgmtURL, adminURL, logLevel, logFile, setupKey, setupKeyFile, psk, hostname, config string
+	metricsAddr                                                                                     string
 }
 
 func (g *globals) configPath() string {

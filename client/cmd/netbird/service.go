@@ -34,6 +34,9 @@ func serviceConfig(g *globals, name string) (*service.Config, error) {
 	if g.config != "" {
 		args = append(args, "--config", g.config)
 	}
+	if g.metricsAddr != "" {
+		args = append(args, "--metrics-addr", g.metricsAddr)
+	}
 	env := map[string]string{}
 	if d := os.Getenv("NB_STATE_DIR"); d != "" {
 		env["NB_STATE_DIR"] = d
@@ -90,7 +93,8 @@ func newDaemon(g *globals) (*daemon.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return daemon.New(version.Version, log, daemon.Options{StateDir: state.Dir(), ConfigPath: g.config, ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true"}), nil
+	return daemon.New(version.Version, log, daemon.Options{StateDir: state.Dir(), ConfigPath: g.config, ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true",
+		MetricsAddr: g.metricsAddr}), nil
 }
 
 func (p *program) Stop(service.Service) error {
@@ -105,6 +109,7 @@ func serviceCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "service", Short: "Run the daemon, or manage it as an OS service"}
 	var name string
 	cmd.PersistentFlags().StringVarP(&name, "service", "s", "netbird", "service name")
+	cmd.PersistentFlags().StringVar(&g.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics of the agent on this address, e.g. 127.0.0.1:9091 (off by default)")
 	svc := func() (service.Service, *program, error) {
 		cfg, err := serviceConfig(g, name)
 		if err != nil {
