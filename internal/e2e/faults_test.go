@@ -45,58 +45,93 @@ func TestAgentKilled(t *testing.T) {
 	}
 }
 
-// TestSignalRestart runs management and signal as separate processes:
-// while signal is down the established tunnel keeps passing traffic; a new
-// peer cannot connect; when signal returns it connects without help.
-func TestSignalRestart(t *testing.T) {
-	m := NewMesh(t) // its embedded STUN serves the separate management
-	pub := m.Lab.NS("pub")
-	sigAddr := netlab.PubAddr + ":10000"
-	startSignal := func() *proctest.Proc {
-		p := proctest.StartCmd(t, m.Lab.Cmd(pub, proctest.Binary(t, "netbird-signal"), "--listen", sigAddr), nil)
-		p.Wait(t, regexp.MustCompile(`signal gRPC on`), 10*time.Second)
-		return p
+// split is management, signal and (optionally) a relay as separate
+// processes on the public segment, using the mesh server's STUN.
+type split struct {
+	m          *Mesh
+	sig, relay *proctest.Proc
+	url, key   string
+	relayArgs  []string
+}
+
+const (
+	splitSignal = netlab.PubAddr + ":10000"
+	splitRelay  = netlab.PubAddr + ":34000"
+)
+
+func (s *split) startSignal() {
+	t := s.m.t
+	s.sig = proctest.StartCmd(t, s.m.Lab.Cmd(s.m.Lab.NS("pub"), proctest.Binary(t, "netbird-signal"), "--listen", splitSignal), nil)
+	s.sig.Wait(t, regexp.MustCompile(`signal gRPC on`), 10*time.Second)
+}
+
+func (s *split) startRelay() {
+	t := s.m.t
+	s.relay = proctest.StartCmd(t, s.m.Lab.Cmd(s.m.Lab.NS("pub"), append([]string{proctest.Binary(t, "netbird-relay")}, s.relayArgs...)...), nil)
+	s.relay.Wait(t, regexp.MustCompile(`listening on`), 10*time.Second)
+}
+
+func newSplit(m *Mesh, withRelay bool) *split {
+	t := m.t
+	s := &split{m: m, url: "http://" + netlab.PubAddr + ":33074"}
+	s.startSignal()
+	args := []string{"--listen", netlab.PubAddr + ":33074", "--signal", splitSignal, "--stun", "stun:" + netlab.PubAddr + ":3478"}
+	if withRelay {
+		s.relayArgs = []string{"-l", splitRelay, "-e", "rel://" + splitRelay, "-s", "split-relay-secret"}
+		s.startRelay()
+		args = append(args, "--relay", "rel://"+splitRelay, "--relay-secret", "split-relay-secret")
 	}
-	sig := startSignal()
 	dir := t.TempDir()
-	mg := proctest.StartCmd(t, m.Lab.Cmd(pub, proctest.Binary(t, "netbird-mgmt"), "--datadir", dir, "--listen", netlab.PubAddr+":33074",
-		"--signal", sigAddr, "--stun", "stun:"+netlab.PubAddr+":3478"), nil)
+	mg := proctest.StartCmd(t, m.Lab.Cmd(m.Lab.NS("pub"), append([]string{proctest.Binary(t, "netbird-mgmt"), "--datadir", dir}, args...)...), nil)
 	mg.Wait(t, regexp.MustCompile(`setup-keys create`), 20*time.Second)
 	out, err := proctest.Run(t, "netbird-mgmt", "admin", "--datadir", dir, "setup-keys", "create", "--reusable")
 	if err != nil {
 		t.Fatalf("create key: %v\n%s", err, out)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	key, url := lines[len(lines)-1], "http://"+netlab.PubAddr+":33074"
+	s.key = lines[len(lines)-1]
+	return s
+}
 
-	a, b := m.Agent("a", netlab.Home), m.Agent("b", netlab.Home)
-	for _, x := range []*Agent{a, b} {
-		if out, err := m.UpAt(x, url, key); err != nil || !strings.Contains(out, "Connected") {
-			t.Fatalf("%s up: %v\n%s", x.Name, err, out)
+func (s *split) up(a *Agent) {
+	if out, err := s.m.UpAt(a, s.url, s.key); err != nil || !strings.Contains(out, "Connected") {
+		s.m.t.Fatalf("%s up: %v\n%s", a.Name, err, out)
+	}
+}
+
+// keepsPinging fails the test if from stops reaching ip within d.
+func keepsPinging(t *testing.T, m *Mesh, from *Agent, ip string, d time.Duration, what string) {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < d; time.Sleep(300 * time.Millisecond) {
+		if !m.Ping(from, ip) {
+			t.Fatalf("%s: the tunnel dropped %v in", what, time.Since(start).Round(time.Millisecond))
 		}
 	}
+}
+
+// TestSignalRestart runs management and signal as separate processes:
+// while signal is down the established tunnel keeps passing traffic; a new
+// peer cannot connect; when signal returns it connects without help.
+func TestSignalRestart(t *testing.T) {
+	m := NewMesh(t) // its embedded STUN serves the separate management
+	sp := newSplit(m, false)
+	a, b := m.Agent("a", netlab.Home), m.Agent("b", netlab.Home)
+	sp.up(a)
+	sp.up(b)
 	ipA, ipB := IPOf(m.Status(a)), IPOf(m.Status(b))
 	if _, ok := m.WaitPing(a, ipB, 20*time.Second); !ok {
 		t.Fatal("a cannot reach b")
 	}
 
-	sig.Stop()
-	down := time.Now()
-	for time.Since(down) < 6*time.Second {
-		if !m.Ping(a, ipB) {
-			t.Fatalf("the tunnel dropped %v after signal went down", time.Since(down).Round(time.Millisecond))
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	sp.sig.Stop()
+	keepsPinging(t, m, a, ipB, 6*time.Second, "signal down")
 	c := m.Agent("c", netlab.Home)
-	if out, err := m.UpAt(c, url, key); err != nil || !strings.Contains(out, "Connected") {
-		t.Fatalf("c up while signal is down: %v\n%s", err, out)
-	}
+	sp.up(c)
 	if m.Ping(c, ipA) {
 		t.Fatal("c reached a without signal (no relay is configured)")
 	}
 
-	sig = startSignal()
+	sp.startSignal()
 	back := time.Now()
 	_, ok := m.WaitPing(c, ipA, 45*time.Second)
 	if !ok {
@@ -106,4 +141,56 @@ func TestSignalRestart(t *testing.T) {
 	if !m.Ping(a, ipB) {
 		t.Fatal("the a-b tunnel is gone after signal's return")
 	}
+}
+
+// TestRelayRestart: with the relay (our TURN) down, a direct pair keeps
+// passing traffic and a symmetric-NAT peer, which only the relay
+// connects, loses its path; when the relay returns the relayed pair
+// re-forms by itself.
+func TestRelayRestart(t *testing.T) {
+	m := NewMesh(t)
+	sp := newSplit(m, true)
+	a, b, s := m.Agent("a", netlab.Home), m.Agent("b", netlab.Home), m.Agent("s", netlab.Symmetric)
+	sp.up(a)
+	sp.up(b)
+	sp.up(s)
+	ipA, ipB := IPOf(m.Status(a)), IPOf(m.Status(b))
+	if _, ok := m.WaitPing(a, ipB, 20*time.Second); !ok {
+		t.Fatal("a cannot reach b")
+	}
+	if _, ok := m.WaitPing(s, ipA, 20*time.Second); !ok {
+		t.Fatal("the symmetric-NAT peer cannot reach a through the relay")
+	}
+	if got := m.ConnType(s, ipA); got != "Relayed" {
+		t.Fatalf("s-a is %s, want Relayed", got)
+	}
+	// a-b must be direct before the relay goes, or the test proves nothing.
+	deadline := time.Now().Add(30 * time.Second)
+	for m.ConnType(a, ipB) != "P2P" {
+		if time.Now().After(deadline) {
+			t.Fatalf("a-b is %s, want P2P", m.ConnType(a, ipB))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+
+	sp.relay.Stop()
+	keepsPinging(t, m, a, ipB, 6*time.Second, "relay down, P2P pair")
+	lost := false
+	for start := time.Now(); time.Since(start) < 20*time.Second; time.Sleep(300 * time.Millisecond) {
+		if !m.Ping(s, ipA) {
+			lost = true
+			break
+		}
+	}
+	if !lost {
+		t.Fatal("the relayed pair kept working without the relay (it was not relayed)")
+	}
+
+	sp.startRelay()
+	back := time.Now()
+	if _, ok := m.WaitPing(s, ipA, 45*time.Second); !ok {
+		t.Fatal("the relayed pair did not re-form within 45 s of the relay's return")
+	}
+	t.Logf("relay back: relayed pair re-formed after %v", time.Since(back).Round(time.Millisecond))
+	keepsPinging(t, m, a, ipB, 2*time.Second, "after the relay's return")
 }
