@@ -8,6 +8,8 @@ command -v protoc >/dev/null || need+=(protobuf-compiler)
 command -v ip >/dev/null || need+=(iproute2)
 command -v iptables >/dev/null || need+=(iptables)
 command -v ping >/dev/null || need+=(iputils-ping)
+# fault tests flush a NAT router's connection table
+command -v conntrack >/dev/null || need+=(conntrack)
 # store tests run a private PostgreSQL server (internal/pgtest)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v runuser >/dev/null || need+=(util-linux)

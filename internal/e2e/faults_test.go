@@ -194,3 +194,47 @@ func TestRelayRestart(t *testing.T) {
 	t.Logf("relay back: relayed pair re-formed after %v", time.Since(back).Round(time.Millisecond))
 	keepsPinging(t, m, a, ipB, 2*time.Second, "after the relay's return")
 }
+
+// TestNetworkChange: a peer's NAT router restarts and maps it to another
+// public port, then its link flaps; each time the tunnel recovers within
+// 10 s without anyone touching the agent.
+func TestNetworkChange(t *testing.T) {
+	m := NewMesh(t)
+	a, b := m.Agent("a", netlab.Home), m.Agent("b", netlab.Home)
+	m.Up(a)
+	m.Up(b)
+	ipB := IPOf(m.Status(b))
+	if _, ok := m.WaitPing(a, ipB, 20*time.Second); !ok {
+		t.Fatal("a cannot reach b")
+	}
+	router := m.Lab.NS("ar")
+	run := func(ns string, args ...string) {
+		t.Helper()
+		if out, err := m.Lab.Exec(ns, args...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	// The router "restarts": new mappings on other ports, old state gone.
+	run(router, "iptables", "-t", "nat", "-I", "POSTROUTING", "1", "-o", "wan", "-p", "udp", "-j", "MASQUERADE", "--to-ports", "41000-41999")
+	run(router, "conntrack", "-F")
+	took, ok := m.WaitPing(a, ipB, 10*time.Second)
+	if !ok {
+		t.Fatal("the tunnel did not recover within 10 s of the NAT changing a's public port")
+	}
+	t.Logf("NAT port change: recovered after %v", took.Round(time.Millisecond))
+	out, _ := m.Lab.Exec(router, "conntrack", "-L", "-p", "udp")
+	if !strings.Contains(out, "dport=41") {
+		t.Fatalf("the router did not map a to a new port (41000-41999):\n%s", out)
+	}
+
+	// The link flaps for two seconds (the default route goes with it).
+	run(a.NS, "ip", "link", "set", "eth0", "down")
+	time.Sleep(2 * time.Second)
+	run(a.NS, "ip", "link", "set", "eth0", "up")
+	run(a.NS, "ip", "route", "replace", "default", "via", "10.200.1.1")
+	took, ok = m.WaitPing(a, ipB, 10*time.Second)
+	if !ok {
+		t.Fatal("the tunnel did not recover within 10 s of a link flap")
+	}
+	t.Logf("link flap: recovered after %v", took.Round(time.Millisecond))
+}
