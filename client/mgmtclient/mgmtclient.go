@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"strings"
@@ -288,12 +289,16 @@ func (c *Client) Sync(ctx context.Context, meta *mgmtpb.PeerSystemMeta, apply fu
 		if time.Since(start) > 30*time.Second {
 			backoff = 800 * time.Millisecond
 		}
+		// Jitter spreads the reconnects of many agents after an outage.
+		wait := backoff/2 + time.Duration(rand.Int64N(int64(backoff)))
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
-		backoff = min(time.Duration(float64(backoff)*1.7), 10*time.Second)
+		// At most ~3 s between attempts: agents are back within seconds of
+		// the server's return.
+		backoff = min(time.Duration(float64(backoff)*1.7), 3*time.Second)
 	}
 	return nil
 }
