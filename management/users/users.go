@@ -130,19 +130,29 @@ func (s *Service) FromClaims(ctx context.Context, c auth.Claims) (account.User, 
 		if err != nil {
 			return err
 		}
+		before := u
 		if acc.Settings.JWTGroupsEnabled {
-			if changed, err = s.syncGroups(ctx, at, &u, acc.Settings, c.Groups); err != nil {
+			if changed, err = s.syncGroups(ctx, at, &u, c.Groups); err != nil {
 				return err
 			}
 		}
-		u.LastLogin = s.now()
 		if c.Email != "" {
 			u.Email = c.Email
 		}
 		if c.Name != "" {
 			u.Name = c.Name
 		}
-		return at.UpdateUser(ctx, u)
+		// Every request with a token passes here: write only what changed,
+		// and the login time at most once a minute.
+		now := s.now()
+		if now.Sub(u.LastLogin) >= time.Minute {
+			u.LastLogin = now
+		}
+		if changed || u.Email != before.Email || u.Name != before.Name || !u.LastLogin.Equal(before.LastLogin) ||
+			!slices.Equal(u.AutoGroups, before.AutoGroups) {
+			return at.UpdateUser(ctx, u)
+		}
+		return nil
 	})
 	if err != nil {
 		return account.User{}, mapErr(err)
@@ -233,7 +243,7 @@ func (s *Service) join(ctx context.Context, tx *store.Tx, c auth.Claims) (accoun
 // that do not exist yet) and moves the user's peers along: into groups
 // the IdP added, out of groups it took away. It reports whether the
 // network changed.
-func (s *Service) syncGroups(ctx context.Context, at *store.AccountTx, u *account.User, _ account.Settings, names []string) (bool, error) {
+func (s *Service) syncGroups(ctx context.Context, at *store.AccountTx, u *account.User, names []string) (bool, error) {
 	want := []string{}
 	for _, n := range names {
 		n = strings.TrimSpace(n)
