@@ -32,8 +32,13 @@ type SSO interface {
 	Flows(ctx context.Context) (Flows, error)
 }
 
-// ErrSSOToken wraps every refusal of a token by an SSO implementation.
-var ErrSSOToken = errors.New("SSO token refused")
+// Errors an SSO implementation wraps.
+var (
+	// ErrSSOToken: the token was refused.
+	ErrSSOToken = errors.New("SSO token refused")
+	// ErrSSOUnavailable: the identity provider cannot be reached now.
+	ErrSSOUnavailable = errors.New("identity provider unavailable")
+)
 
 func (s *Server) flows(ctx context.Context) (Flows, error) {
 	if s.o.SSO == nil {
@@ -100,6 +105,8 @@ func (s *Server) ssoUser(ctx context.Context, jwt string) (*account.User, error)
 		return nil, status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, store.ErrUnavailable):
 		return nil, status.Error(codes.Unavailable, "management store temporarily unavailable, retry")
+	case errors.Is(err, ErrSSOUnavailable):
+		return nil, status.Error(codes.Unavailable, err.Error())
 	}
 	s.o.Log.ErrorContext(ctx, "SSO login", "err", err)
 	return nil, status.Error(codes.Internal, "SSO login failed")

@@ -56,7 +56,7 @@ func (s sso) LoginUser(ctx context.Context, jwt string) (account.User, error) {
 	c, err := s.verifier.Verify(ctx, jwt)
 	if err != nil {
 		if errors.Is(err, auth.ErrIdPUnusable) {
-			return account.User{}, err
+			return account.User{}, fmt.Errorf("%w: %w", grpcapi.ErrSSOUnavailable, err)
 		}
 		return account.User{}, fmt.Errorf("%w: %w", grpcapi.ErrSSOToken, err)
 	}
