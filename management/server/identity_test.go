@@ -264,6 +264,18 @@ func TestBuiltInIdentityREST(t *testing.T) {
 	if !found {
 		t.Fatal("no user.block event")
 	}
+
+	// Deleting the user removes its peer; nobody deletes itself or the owner.
+	owner.call("DELETE", "/api/users/"+setup["user_id"].(string), nil, 422)
+	owner.call("DELETE", "/api/users/"+devMe["id"].(string), nil, 200)
+	owner.call("DELETE", "/api/users/"+devMe["id"].(string), nil, 404)
+	if ps := list(owner.call("GET", "/api/peers", nil, 200)); len(ps) != 1 || obj(ps[0])["user_id"] != "" {
+		t.Fatalf("peers after the user was deleted: %v", ps)
+	}
+	owner.call("DELETE", "/api/users/"+svcID, nil, 200)
+	if n := len(list(owner.call("GET", "/api/users", nil, 200))); n != 1 {
+		t.Fatalf("%d users left, want the owner", n)
+	}
 }
 
 type mgmtpbSync = mgmtpb.SyncResponse
