@@ -10,6 +10,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird-signal ./signal/cmd/netbird-signal
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird-relay ./relay/cmd/netbird-relay
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird ./client/cmd/netbird
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird-loadgen ./cmd/netbird-loadgen
 
 test:
 	bash scripts/test.sh
