@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"reflect"
 	"strings"
 	"time"
 
@@ -170,11 +171,18 @@ func (s *Service) refresh(ctx context.Context, tx *store.Tx, p account.Peer, in 
 		changed = true
 		p.SSHPubKey = in.SSHPubKey
 	}
+	metaChanged := false
 	if in.Meta.Hostname != "" {
 		// What posture checks read (versions, addresses, processes) can
 		// change which policies apply to the peer.
 		changed = changed || postureMeta(p.Meta) != postureMeta(in.Meta)
+		metaChanged = !reflect.DeepEqual(p.Meta, in.Meta)
 		p.Meta = in.Meta
+	}
+	if in.KeepSSH && !changed && !metaChanged {
+		// A metadata report (every Sync start) that changes nothing costs
+		// no write.
+		return p, acc, false, nil
 	}
 	// The login time of a peer added by a user is when its user last
 	// authenticated (it drives login expiration); other peers log in with
