@@ -48,6 +48,7 @@ type Service struct {
 	notify Notifier
 	log    *slog.Logger
 	now    func() time.Time
+	conn   groupCommit // connected-state writes
 }
 
 // New returns a Service. log and now may be nil (discard, time.Now).
@@ -398,14 +399,6 @@ func (s *Service) Delete(ctx context.Context, acc account.ID, id account.PeerID,
 	}
 	s.notify.AccountChanged(acc)
 	return nil
-}
-
-// SetConnected records whether a peer's Sync stream is open. It is not a
-// network change (maps list peers whether or not they are online).
-func (s *Service) SetConnected(ctx context.Context, acc account.ID, id account.PeerID, connected bool) error {
-	return s.store.Tx(ctx, func(tx *store.Tx) error {
-		return tx.In(acc).SetPeerConnected(ctx, id, connected, s.now().UnixNano())
-	})
 }
 
 // UpdateMeta stores what a peer reports on Sync or SyncMeta.
