@@ -38,7 +38,7 @@ type options struct {
 	url, setupKey      string
 	peers, concurrency int
 	perConn, serverPID int
-	asJSON, keep       bool
+	asJSON, keep, row  bool
 	timeout            time.Duration
 }
 
@@ -65,6 +65,7 @@ func main() {
 	flag.IntVar(&o.serverPID, "server-pid", 0, "server process to report RSS and CPU seconds of (Linux /proc)")
 	flag.BoolVar(&o.asJSON, "json", false, "print one JSON object")
 	flag.BoolVar(&o.keep, "keep", false, "leave the peers registered")
+	flag.BoolVar(&o.row, "row", false, "with --json: also print a table row on stderr (peers, logins/s, first maps s, fan-out p50/p99 ms, bytes, RSS MB, CPU s)")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up after this long")
 	flag.Parse()
 	if o.url == "" || o.setupKey == "" || o.peers < 1 {
@@ -80,6 +81,10 @@ func main() {
 	}
 	if o.asJSON {
 		_ = json.NewEncoder(os.Stdout).Encode(r)
+		if o.row {
+			fmt.Fprintf(os.Stderr, "%-7d %10.0f %12.2f %12.0f %12.0f %14.0f %10.0f %10.1f\n", r.Peers, r.LoginPerSecond, r.FirstMapSeconds,
+				r.FanoutP50Ms, r.FanoutP99Ms, r.BytesPerUpdate, r.ServerRSSMB, r.ServerCPUSeconds)
+		}
 		return
 	}
 	fmt.Printf("peers %d: %.0f logins/s, all first maps in %.2f s, one join reached %d streams: p50 %.1f ms, p99 %.1f ms, %.0f bytes per stream",
