@@ -11,7 +11,7 @@ PEERS=${PEERS:-"1000 2000"}
 out=bench/controlplane.json
 echo "[" > "$out"
 first=1
-printf '%-7s %10s %12s %12s %12s %14s %10s %10s\n' peers logins/s first-maps-s fanout-p50ms fanout-p99ms bytes/update rss-MB cpu-s
+printf '%-7s %10s %12s %12s %12s %14s %10s %10s %10s\n' peers logins/s first-maps-s fanout-p50ms fanout-p99ms bytes/update rss-MB cpu-s join-cpu-s
 for n in $PEERS; do
   if [ -n "${LOADGEN_URL:-}" ]; then
     url=$LOADGEN_URL key=$LOADGEN_KEY pid=${LOADGEN_PID:-0}

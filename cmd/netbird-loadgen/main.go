@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"sort"
@@ -25,8 +26,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/wiremesh/wiremesh/internal/envelope"
@@ -53,6 +56,9 @@ type Result struct {
 	BytesPerUpdate   float64 `json:"bytes_per_update"`
 	ServerRSSMB      float64 `json:"server_rss_mb,omitempty"`
 	ServerCPUSeconds float64 `json:"server_cpu_seconds,omitempty"`
+	// JoinCPUSeconds is the server's CPU time from the join until every
+	// stream had it (with --server-pid).
+	JoinCPUSeconds float64 `json:"join_cpu_seconds,omitempty"`
 }
 
 func main() {
@@ -82,8 +88,8 @@ func main() {
 	if o.asJSON {
 		_ = json.NewEncoder(os.Stdout).Encode(r)
 		if o.row {
-			fmt.Fprintf(os.Stderr, "%-7d %10.0f %12.2f %12.0f %12.0f %14.0f %10.0f %10.1f\n", r.Peers, r.LoginPerSecond, r.FirstMapSeconds,
-				r.FanoutP50Ms, r.FanoutP99Ms, r.BytesPerUpdate, r.ServerRSSMB, r.ServerCPUSeconds)
+			fmt.Fprintf(os.Stderr, "%-7d %10.0f %12.2f %12.0f %12.0f %14.0f %10.0f %10.1f %10.1f\n", r.Peers, r.LoginPerSecond, r.FirstMapSeconds,
+				r.FanoutP50Ms, r.FanoutP99Ms, r.BytesPerUpdate, r.ServerRSSMB, r.ServerCPUSeconds, r.JoinCPUSeconds)
 		}
 		return
 	}
@@ -257,8 +263,20 @@ func run(ctx context.Context, o options) (Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := c.sync(sctx, &probeKey); err != nil && sctx.Err() == nil {
-				errs <- err
+			// Like the official client: a server turning away a storm of
+			// streams (ResourceExhausted) or restarting is retried.
+			backoff := 200 * time.Millisecond
+			for {
+				err := c.sync(sctx, &probeKey)
+				if sctx.Err() != nil {
+					return
+				}
+				if code := status.Code(err); code != codes.ResourceExhausted && code != codes.Unavailable {
+					errs <- err
+					return
+				}
+				time.Sleep(backoff/2 + time.Duration(rand.Int64N(int64(backoff))))
+				backoff = min(backoff*2, 3*time.Second)
 			}
 		}()
 	}
@@ -277,6 +295,10 @@ func run(ctx context.Context, o options) (Result, error) {
 	// One change: the probe joins; measure until every stream lists it.
 	time.Sleep(500 * time.Millisecond) // let the stragglers' maps settle
 	k := probe.priv.Public().String()
+	var cpuBefore float64
+	if o.serverPID != 0 {
+		_, cpuBefore = procStats(o.serverPID)
+	}
 	probeKey.Store(&k)
 	joined := time.Now()
 	if err := probe.login(ctx, o.setupKey); err != nil {
@@ -292,6 +314,10 @@ func run(ctx context.Context, o options) (Result, error) {
 		}
 		return true
 	})
+	if o.serverPID != 0 {
+		_, cpu := procStats(o.serverPID)
+		res.JoinCPUSeconds = cpu - cpuBefore
+	}
 	var lat []float64
 	var bytes int64
 	for _, c := range peers {

@@ -108,21 +108,34 @@ func peerConfig(m networkmap.Map) *mgmtpb.PeerConfig {
 	}
 }
 
-func remotePeers(m networkmap.Map) []*mgmtpb.RemotePeerConfig {
+// remoteCache holds each peer's RemotePeerConfig for one account state:
+// every map that lists a peer shares the same message, built once per
+// change instead of once per map (messages are never modified after).
+type remoteCache map[account.PeerID]*mgmtpb.RemotePeerConfig
+
+func remotePeer(p *account.Peer, domain string) *mgmtpb.RemotePeerConfig {
+	return &mgmtpb.RemotePeerConfig{
+		WgPubKey:   p.Key.String(),
+		AllowedIps: []string{netip.PrefixFrom(p.IP, 32).String()},
+		SshConfig:  &mgmtpb.SSHConfig{SshPubKey: []byte(p.SSHPubKey)},
+		Fqdn:       p.FQDN(domain),
+	}
+}
+
+func remotePeers(m networkmap.Map, cache remoteCache) []*mgmtpb.RemotePeerConfig {
 	out := make([]*mgmtpb.RemotePeerConfig, 0, len(m.Peers))
 	for _, p := range m.Peers {
-		out = append(out, &mgmtpb.RemotePeerConfig{
-			WgPubKey:   p.Key.String(),
-			AllowedIps: []string{netip.PrefixFrom(p.IP, 32).String()},
-			SshConfig:  &mgmtpb.SSHConfig{SshPubKey: []byte(p.SSHPubKey)},
-			Fqdn:       p.FQDN(m.Domain),
-		})
+		rp := cache[p.ID]
+		if rp == nil {
+			rp = remotePeer(p, m.Domain)
+		}
+		out = append(out, rp)
 	}
 	return out
 }
 
-func networkMapProto(m networkmap.Map) *mgmtpb.NetworkMap {
-	rp := remotePeers(m)
+func networkMapProto(m networkmap.Map, cache remoteCache) *mgmtpb.NetworkMap {
+	rp := remotePeers(m, cache)
 	nm := &mgmtpb.NetworkMap{
 		Serial:                     m.Serial,
 		PeerConfig:                 peerConfig(m),
@@ -142,8 +155,8 @@ func networkMapProto(m networkmap.Map) *mgmtpb.NetworkMap {
 }
 
 // syncResponse is a full update; cfg may be nil for a map-only push.
-func syncResponse(m networkmap.Map, cfg *mgmtpb.NetbirdConfig, legacy bool) *mgmtpb.SyncResponse {
-	nm := networkMapProto(m)
+func syncResponse(m networkmap.Map, cfg *mgmtpb.NetbirdConfig, legacy bool, cache remoteCache) *mgmtpb.SyncResponse {
+	nm := networkMapProto(m, cache)
 	r := &mgmtpb.SyncResponse{NetbirdConfig: cfg, NetworkMap: nm}
 	if len(m.CheckFiles) > 0 {
 		// The agent reports on these (exists, process running) in its meta.

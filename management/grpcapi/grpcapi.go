@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -81,8 +82,13 @@ type Options struct {
 	TURN      turncreds.Issuer
 	Relay     RelayAuth
 	// SSO logs users in through an identity provider; nil: setup keys only.
-	SSO      SSO
-	MaxSyncs int // concurrent Sync streams; 0 means 1000
+	SSO SSO
+	// MaxSyncs bounds Sync streams being set up at once (opened, first map
+	// not yet sent), as the reference's NB_MAX_CONCURRENT_SYNCS: a
+	// reconnect storm is turned away with ResourceExhausted (clients retry
+	// with backoff) instead of piling up. 0 means 1000. Open streams are not
+	// limited.
+	MaxSyncs int
 	Log      *slog.Logger
 	Now      func() time.Time
 }
@@ -92,9 +98,13 @@ type Server struct {
 	mgmtpb.UnimplementedManagementServiceServer
 	o      Options
 	pub    key.Public
-	syncs  atomic.Int64
-	closed chan struct{}
-	snaps  snapshots
+	syncs  atomic.Int64 // open streams
+	setups atomic.Int64 // streams not yet past their first map
+	// mapSlots bounds maps being computed, marshalled and sealed at once:
+	// more than the cores can work on only multiplies memory.
+	mapSlots chan struct{}
+	closed   chan struct{}
+	snaps    snapshots
 	// keyGuard limits wrong setup keys per source address: 10 at once,
 	// then one per 6 s.
 	keyGuard *ratelimit.Failures
@@ -110,7 +120,8 @@ func New(o Options) *Server {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Server{o: o, pub: o.ServerKey.Public(), closed: make(chan struct{}), keyGuard: ratelimit.New(10, 6*time.Second, o.Now)}
+	return &Server{o: o, pub: o.ServerKey.Public(), closed: make(chan struct{}), keyGuard: ratelimit.New(10, 6*time.Second, o.Now),
+		mapSlots: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
 }
 
 // Register adds the service to g.

@@ -24,6 +24,7 @@ type snapEntry struct {
 	mu     sync.Mutex // one load at a time
 	serial uint64
 	ix     *networkmap.Index // nil: account gone
+	remote remoteCache
 	loaded bool
 }
 
@@ -48,8 +49,9 @@ func (c *snapshots) forget(acc account.ID) {
 	c.mu.Unlock()
 }
 
-// index returns the account's state at least as new as its serial now.
-func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID) (*networkmap.Index, error) {
+// index returns the account's state at least as new as its serial now,
+// with its peers' RemotePeerConfig messages.
+func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID) (*networkmap.Index, remoteCache, error) {
 	var serial uint64
 	gone := false
 	err := st.Read(ctx, func(tx *store.Tx) error {
@@ -62,16 +64,16 @@ func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID) 
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if gone {
-		return nil, nil
+		return nil, nil, nil
 	}
 	e := c.entry(acc)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.loaded && e.serial >= serial {
-		return e.ix, nil
+		return e.ix, e.remote, nil
 	}
 	var (
 		a      account.Account
@@ -102,13 +104,17 @@ func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID) 
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	e.serial, e.ix, e.loaded = a.Serial, networkmap.NewIndex(a, ps, access), true
-	return e.ix, nil
+	remote := make(remoteCache, len(ps))
+	for i := range ps {
+		remote[ps[i].ID] = remotePeer(&ps[i], a.Domain)
+	}
+	e.serial, e.ix, e.remote, e.loaded = a.Serial, networkmap.NewIndex(a, ps, access), remote, true
+	return e.ix, e.remote, nil
 }
 
 // withAccess drops the peers that may not be in any map: those of blocked

@@ -3,6 +3,7 @@ package grpcapi
 import (
 	"context"
 	"crypto/sha256"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -32,10 +33,13 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	if err := s.checkAccess(ctx, peer); err != nil {
 		return err
 	}
-	if n := s.syncs.Add(1); n > int64(s.o.MaxSyncs) {
-		s.syncs.Add(-1)
+	if n := s.setups.Add(1); n > int64(s.o.MaxSyncs) {
+		s.setups.Add(-1)
 		return status.Error(codes.ResourceExhausted, "too many concurrent sync streams")
 	}
+	setupDone := sync.OnceFunc(func() { s.setups.Add(-1) })
+	defer setupDone()
+	s.syncs.Add(1)
 	defer s.syncs.Add(-1)
 	if sr.GetMeta() != nil {
 		if err := s.o.Peers.UpdateMeta(ctx, pk, metaFrom(ctx, sr.GetMeta())); err != nil {
@@ -78,7 +82,13 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	// push sends the current map if it is newer than what the peer has. It
 	// returns done=true when the peer was deleted.
 	push := func(full bool) (done bool, err error) {
-		ix, err := s.snaps.index(ctx, s.o.Store, peer.AccountID)
+		select {
+		case s.mapSlots <- struct{}{}:
+		case <-ctx.Done():
+			return true, nil
+		}
+		defer func() { <-s.mapSlots }()
+		ix, remote, err := s.snaps.index(ctx, s.o.Store, peer.AccountID)
 		if err != nil {
 			return false, status.Error(codes.Internal, "compute network map")
 		}
@@ -114,7 +124,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 			cfg = s.netbirdConfig(ctx)
 		}
 		sent = m.Serial
-		r := syncResponse(m, cfg, legacy)
+		r := syncResponse(m, cfg, legacy, remote)
 		// A change elsewhere in the account that leaves this peer's map as
 		// it was (another peer's policy, a group it is not in) is not sent:
 		// only the affected peers get an update.
@@ -130,6 +140,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	if done, err := push(true); done || err != nil {
 		return err
 	}
+	setupDone()
 	refresh := time.NewTicker(s.refreshEvery())
 	defer refresh.Stop()
 	// A peer added by a user must log in again when its login expires.
@@ -238,9 +249,17 @@ func (s *Server) Job(stream grpc.BidiStreamingServer[mgmtpb.EncryptedMessage, mg
 // mapFingerprint hashes a response's network map (without its serial)
 // and posture checks.
 func mapFingerprint(r *mgmtpb.SyncResponse) [32]byte {
-	c := proto.Clone(r.GetNetworkMap()).(*mgmtpb.NetworkMap)
-	c.Serial = 0
-	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	// The map is this stream's own: zero its serial for the hash instead
+	// of copying it (a copy of a large map costs more than the hash).
+	nm := r.GetNetworkMap()
+	serial := nm.GetSerial()
+	if nm != nil {
+		nm.Serial = 0
+	}
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(nm)
+	if nm != nil {
+		nm.Serial = serial
+	}
 	for _, ch := range r.GetChecks() {
 		for _, f := range ch.GetFiles() {
 			b = append(append(b, 0), f...)

@@ -42,7 +42,9 @@ type Map struct {
 	Domain  string
 	Network netip.Prefix
 	Self    account.Peer
-	Peers   []account.Peer // remote peers it may talk to, ordered by IP
+	// Peers it may talk to, ordered by IP. They point into the Index they
+	// came from, which is never changed: do not modify them.
+	Peers []*account.Peer
 	// AllowAll means every peer may reach this one and be reached by it
 	// on everything (an enabled All-to-All accept rule): the rules are then
 	// sent in their compact form.
@@ -347,8 +349,8 @@ func (ix *Index) Compute(self account.PeerID) (Map, bool) {
 			}
 		}
 	}
-	for _, p := range ix.peers {
-		if p.ID != self && (m.AllowAll || visible[p.ID]) {
+	for i := range ix.peers {
+		if p := &ix.peers[i]; p.ID != self && (m.AllowAll || visible[p.ID]) {
 			m.Peers = append(m.Peers, p)
 		}
 	}

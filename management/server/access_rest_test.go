@@ -181,3 +181,22 @@ func TestAccessREST(t *testing.T) {
 }
 
 type keyT = key.Public
+
+// TestOpenStreamsNotCapped: the Sync limit bounds streams being set up,
+// not connected peers: more streams than the limit stay open together.
+func TestOpenStreamsNotCapped(t *testing.T) {
+	e := startWith(t, t.TempDir(), server.Options{MaxSyncs: 2})
+	_, secret := e.setupKey(setupkeyReusable())
+	ctx := context.Background()
+	for i := range 5 {
+		p := testpeer.New(e.conn, "p")
+		if _, err := p.Login(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		st, err := p.Sync(ctx)
+		if err != nil {
+			t.Fatalf("stream %d beyond a setup limit of 2: %v", i+1, err)
+		}
+		defer st.Close()
+	}
+}

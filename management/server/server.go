@@ -46,6 +46,8 @@ type Options struct {
 	Identity Identity
 	// ExpiryCheck is how often expired peer logins are looked for (0: 5 s).
 	ExpiryCheck time.Duration
+	// MaxSyncs bounds Sync streams being set up at once (0: 1000).
+	MaxSyncs int
 }
 
 // DefaultEphemeralTimeout is the offline time after which ephemeral peers go.
@@ -106,7 +108,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("identity provider: %w", err)
 	}
-	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log, SSO: sso})
+	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log, SSO: sso, MaxSyncs: o.MaxSyncs})
 	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Access: access.New(st, hub, o.Log), Log: o.Log}
 	if verifier != nil {
 		ropts.JWT = verifier

@@ -1,0 +1,42 @@
+package grpcapi
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/wiremesh/wiremesh/internal/envelope"
+	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/networkmap"
+	"github.com/wiremesh/wiremesh/management/store"
+)
+
+func BenchmarkFanout(b *testing.B) {
+	acc := account.Account{ID: "a", Domain: "netbird.selfhosted", Network: netip.MustParsePrefix("100.64.0.0/16"), Serial: 5}
+	var ps []account.Peer
+	ip := acc.Network.Addr()
+	for i := range 2000 {
+		k, _ := key.NewPrivate()
+		ip = ip.Next()
+		ps = append(ps, account.Peer{ID: account.PeerID(fmt.Sprint("p", i)), AccountID: "a", Key: k.Public(), IP: ip, Name: fmt.Sprint("h", i), DNSLabel: fmt.Sprint("h", i)})
+	}
+	all, pol := store.DefaultAccess("a")
+	ix := networkmap.NewIndex(acc, ps, networkmap.Access{Groups: []account.Group{all}, Policies: []account.Policy{pol}})
+	k1, _ := key.NewPrivate()
+	k2, _ := key.NewPrivate()
+	sh := envelope.NewShared(k1, k2.Public())
+	cache := remoteCache{}
+	for i := range ps {
+		cache[ps[i].ID] = remotePeer(&ps[i], acc.Domain)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m, _ := ix.Compute(ps[i%len(ps)].ID)
+		r := syncResponse(m, nil, false, cache)
+		_ = mapFingerprint(r)
+		if _, err := sh.SealProto(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
