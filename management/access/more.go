@@ -139,12 +139,9 @@ func (s *Service) DeleteSetupKey(ctx context.Context, acc account.ID, id account
 }
 
 func checkGroupIDs(ctx context.Context, at *store.AccountTx, ids []string) error {
-	for _, id := range ids {
-		if _, err := at.Group(ctx, account.GroupID(id)); errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("%w: group %q does not exist", ErrInvalid, id)
-		} else if err != nil {
-			return err
-		}
+	missing, err := at.MissingGroup(ctx, ids)
+	if err == nil && missing != "" {
+		err = fmt.Errorf("%w: group %q does not exist", ErrInvalid, missing)
 	}
-	return nil
+	return err
 }

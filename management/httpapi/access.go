@@ -18,6 +18,17 @@ import (
 // setup keys. Reads are open to every user of the account (the dashboard
 // shows groups to all); changes need the admin role.
 
+// adminDelete runs a deletion that needs the admin role and answers {}.
+func adminDelete(w http.ResponseWriter, caller account.User, del func() error) error {
+	if err := requireAdmin(caller); err != nil {
+		return err
+	}
+	if err := del(); err != nil {
+		return err
+	}
+	return ok(w, struct{}{})
+}
+
 type peerMinimum struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
@@ -143,13 +154,9 @@ func (a *API) putGroup(w http.ResponseWriter, r *http.Request, caller account.Us
 }
 
 func (a *API) deleteGroup(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	if err := requireAdmin(caller); err != nil {
-		return err
-	}
-	if err := a.o.Access.DeleteGroup(r.Context(), caller.AccountID, account.GroupID(r.PathValue("groupId")), string(caller.ID)); err != nil {
-		return err
-	}
-	return ok(w, struct{}{})
+	return adminDelete(w, caller, func() error {
+		return a.o.Access.DeleteGroup(r.Context(), caller.AccountID, account.GroupID(r.PathValue("groupId")), string(caller.ID))
+	})
 }
 
 // --- policies ---
@@ -389,13 +396,9 @@ func (a *API) putPolicy(w http.ResponseWriter, r *http.Request, caller account.U
 }
 
 func (a *API) deletePolicy(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	if err := requireAdmin(caller); err != nil {
-		return err
-	}
-	if err := a.o.Access.DeletePolicy(r.Context(), caller.AccountID, account.PolicyID(r.PathValue("policyId")), string(caller.ID)); err != nil {
-		return err
-	}
-	return ok(w, struct{}{})
+	return adminDelete(w, caller, func() error {
+		return a.o.Access.DeletePolicy(r.Context(), caller.AccountID, account.PolicyID(r.PathValue("policyId")), string(caller.ID))
+	})
 }
 
 // --- posture checks ---
@@ -459,13 +462,9 @@ func (a *API) putPosture(w http.ResponseWriter, r *http.Request, caller account.
 }
 
 func (a *API) deletePosture(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	if err := requireAdmin(caller); err != nil {
-		return err
-	}
-	if err := a.o.Access.DeletePostureCheck(r.Context(), caller.AccountID, account.PostureCheckID(r.PathValue("postureCheckId")), string(caller.ID)); err != nil {
-		return err
-	}
-	return ok(w, struct{}{})
+	return adminDelete(w, caller, func() error {
+		return a.o.Access.DeletePostureCheck(r.Context(), caller.AccountID, account.PostureCheckID(r.PathValue("postureCheckId")), string(caller.ID))
+	})
 }
 
 // --- setup keys ---
@@ -611,11 +610,7 @@ func (a *API) updateSetupKey(w http.ResponseWriter, r *http.Request, caller acco
 }
 
 func (a *API) deleteSetupKey(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	if err := requireAdmin(caller); err != nil {
-		return err
-	}
-	if err := a.o.Access.DeleteSetupKey(r.Context(), caller.AccountID, account.SetupKeyID(r.PathValue("keyId")), string(caller.ID)); err != nil {
-		return err
-	}
-	return ok(w, struct{}{})
+	return adminDelete(w, caller, func() error {
+		return a.o.Access.DeleteSetupKey(r.Context(), caller.AccountID, account.SetupKeyID(r.PathValue("keyId")), string(caller.ID))
+	})
 }

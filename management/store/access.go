@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/wiremesh/wiremesh/management/account"
@@ -201,4 +202,17 @@ func (a *AccountTx) PutPostureCheck(ctx context.Context, c account.PostureCheck)
 func (a *AccountTx) DeletePostureCheck(ctx context.Context, id account.PostureCheckID) error {
 	n, err := a.q().exec(ctx, `DELETE FROM posture_checks WHERE id = ? AND account_id = ?`, string(id), string(a.id))
 	return affected(n, err)
+}
+
+// MissingGroup returns the first of ids that is not a group of the
+// account ("" when all exist).
+func (a *AccountTx) MissingGroup(ctx context.Context, ids []string) (string, error) {
+	for _, id := range ids {
+		if _, err := a.Group(ctx, account.GroupID(id)); errors.Is(err, ErrNotFound) {
+			return id, nil
+		} else if err != nil {
+			return "", err
+		}
+	}
+	return "", nil
 }

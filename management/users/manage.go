@@ -144,14 +144,11 @@ func checkRole(r account.Role) error {
 
 // checkGroups refuses group IDs that are not the account's.
 func checkGroups(ctx context.Context, at *store.AccountTx, ids []string) error {
-	for _, id := range ids {
-		if _, err := at.Group(ctx, account.GroupID(id)); errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("%w: group %q does not exist", ErrInvalid, id)
-		} else if err != nil {
-			return err
-		}
+	missing, err := at.MissingGroup(ctx, ids)
+	if err == nil && missing != "" {
+		err = fmt.Errorf("%w: group %q does not exist", ErrInvalid, missing)
 	}
-	return nil
+	return err
 }
 
 // UpdateInput is what an admin may change about a user.
