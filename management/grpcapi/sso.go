@@ -149,6 +149,9 @@ func (s *Server) checkAccess(ctx context.Context, p account.Peer) error {
 // loginExpiry is when the peer's stream must end for a new login (zero:
 // never).
 func (s *Server) loginExpiry(ctx context.Context, p account.Peer) time.Time {
+	if p.UserID == "" || !p.LoginExpirationEnabled {
+		return time.Time{} // setup-key peers never expire: no read
+	}
 	var acc account.Account
 	if err := s.o.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
