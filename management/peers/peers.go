@@ -478,11 +478,13 @@ func (s *Service) UpdateSettings(ctx context.Context, acc account.ID, set accoun
 	return a, nil
 }
 
-// ExpireLogins announces peers whose user login expired since the last
-// call: it bumps the serial of their accounts, so every map drops them and
-// their own streams end with "peer login has expired". seen remembers
-// what was already announced; the caller keeps it between calls.
-func (s *Service) ExpireLogins(ctx context.Context, seen map[account.PeerID]time.Time) error {
+// ExpireLogins announces the peers whose user login expired after since
+// (and up to now): it bumps the serial of their accounts, so every map
+// drops them and their own streams end with "peer login has expired". It
+// reads the accounts and, per expiration in use, a narrow window of peers.
+// seen remembers what was announced, against repeats at the window's
+// edges; the caller keeps it between calls.
+func (s *Service) ExpireLogins(ctx context.Context, since time.Time, seen map[account.PeerID]time.Time) error {
 	now := s.now()
 	var accs []account.Account
 	if err := s.store.Read(ctx, func(tx *store.Tx) error {
@@ -492,34 +494,60 @@ func (s *Service) ExpireLogins(ctx context.Context, seen map[account.PeerID]time
 	}); err != nil {
 		return err
 	}
+	exp := map[account.ID]time.Duration{}
+	durations := map[time.Duration]bool{}
 	for _, a := range accs {
 		if !a.Settings.PeerLoginExpirationEnabled || a.Settings.PeerLoginExpiration <= 0 {
 			continue
 		}
-		before := now.Add(-time.Duration(a.Settings.PeerLoginExpiration) * time.Second)
-		var expired []account.Peer
+		d := time.Duration(a.Settings.PeerLoginExpiration) * time.Second
+		exp[a.ID], durations[d] = d, true
+	}
+	// Expired since the last sweep: last login + expiration in (since, now],
+	// one narrow window per expiration in use (accounts share few values).
+	var cands []account.Peer
+	oldest := now
+	for d := range durations {
+		after, before := since.Add(-d-time.Second), now.Add(-d)
+		if after.Before(oldest) {
+			oldest = after
+		}
+		var ps []account.Peer
 		if err := s.store.Read(ctx, func(tx *store.Tx) error {
 			var err error
-			expired, err = tx.In(a.ID).ExpiredLogins(ctx, before.UnixNano())
+			ps, err = tx.LoginsBetween(ctx, after.UnixNano(), before.UnixNano())
 			return err
 		}); err != nil {
 			return err
 		}
-		var fresh []account.Peer
-		for _, p := range expired {
-			if last, ok := seen[p.ID]; !ok || !last.Equal(p.LastLogin) {
-				fresh = append(fresh, p)
+		for _, p := range ps {
+			if exp[p.AccountID] == d {
+				cands = append(cands, p)
 			}
 		}
-		if len(fresh) == 0 {
+	}
+	fresh := map[account.ID][]account.Peer{}
+	for _, p := range cands {
+		if p.LastLogin.Add(exp[p.AccountID]).After(now) {
 			continue
 		}
+		if last, ok := seen[p.ID]; ok && last.Equal(p.LastLogin) {
+			continue
+		}
+		fresh[p.AccountID] = append(fresh[p.AccountID], p)
+	}
+	for id, last := range seen {
+		if last.Before(oldest) {
+			delete(seen, id)
+		}
+	}
+	for acc, ps := range fresh {
 		err := s.store.Tx(ctx, func(tx *store.Tx) error {
-			at := tx.In(a.ID)
+			at := tx.In(acc)
 			if _, err := at.BumpSerial(ctx); err != nil {
 				return err
 			}
-			for _, p := range fresh {
+			for _, p := range ps {
 				if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "peer.login.expire", Initiator: "system", Target: string(p.ID),
 					Meta: map[string]string{"name": p.Name, "user": string(p.UserID)}}); err != nil {
 					return err
@@ -530,11 +558,11 @@ func (s *Service) ExpireLogins(ctx context.Context, seen map[account.PeerID]time
 		if err != nil {
 			return err
 		}
-		for _, p := range fresh {
+		for _, p := range ps {
 			seen[p.ID] = p.LastLogin
 			s.log.Info("peer login expired", "peer", p.ID, "name", p.Name, "user", p.UserID)
 		}
-		s.notify.AccountChanged(a.ID)
+		s.notify.AccountChanged(acc)
 	}
 	return nil
 }

@@ -231,15 +231,23 @@ func (s *Server) sweepLogins(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	seen := map[account.PeerID]time.Time{}
+	// Logins that expired before the start are out of every map already
+	// (maps are computed fresh): look from now on.
+	since := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if err := s.Peers.ExpireLogins(ctx, seen); err != nil && ctx.Err() == nil {
-			s.log.Warn("login expiry sweep", "err", err)
+		now := time.Now()
+		if err := s.Peers.ExpireLogins(ctx, since, seen); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("login expiry sweep", "err", err)
+			}
+			continue // the same window again next time
 		}
+		since = now
 	}
 }
 

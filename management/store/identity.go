@@ -302,10 +302,11 @@ func (a *AccountTx) SetUserDomain(ctx context.Context, domain string) error {
 	return affected(n, err)
 }
 
-// ExpiredLogins lists peers added by users whose last login is before the
-// given time (unix nanoseconds) and whose login can expire.
-func (a *AccountTx) ExpiredLogins(ctx context.Context, before int64) ([]account.Peer, error) {
-	return queryAll(ctx, a.q(), scanPeer, `SELECT `+peerCols+` FROM peers WHERE account_id = ? AND user_id <> '' AND login_expiration_enabled AND last_login < ?`, string(a.id), before)
+// LoginsBetween lists, across accounts, the peers added by users whose
+// login can expire and whose last login lies in (after, before] (unix
+// nanoseconds): the expiry sweeper's candidates, a narrow window each time.
+func (tx *Tx) LoginsBetween(ctx context.Context, after, before int64) ([]account.Peer, error) {
+	return queryAll(ctx, tx.q, scanPeer, `SELECT `+peerCols+` FROM peers WHERE user_id <> '' AND login_expiration_enabled AND last_login > ? AND last_login <= ?`, after, before)
 }
 
 // BlockedUsers lists the IDs of the account's blocked users.
