@@ -110,6 +110,24 @@ type Server struct {
 	keyGuard *ratelimit.Failures
 
 	logins, loginFailures, mapsSent, mapsSkipped, guessesRefused atomic.Int64
+	fanout                                                       latency
+}
+
+// latency sums observed durations, for a Prometheus summary without
+// quantiles (rate(sum)/rate(count) is the mean) and the largest seen.
+type latency struct {
+	sum, count, max atomic.Int64 // ns, observations, ns
+}
+
+func (l *latency) observe(d time.Duration) {
+	l.sum.Add(int64(d))
+	l.count.Add(1)
+	for {
+		m := l.max.Load()
+		if int64(d) <= m || l.max.CompareAndSwap(m, int64(d)) {
+			return
+		}
+	}
 }
 
 // New returns a Server. Call Close to end open streams.
@@ -336,5 +354,10 @@ func (s *Server) Metrics() []metrics.Sample {
 		c("management_setup_key_guesses_refused_total", "logins refused by the per-source wrong-key limit", s.guessesRefused.Load()),
 		c("management_maps_sent_total", "network maps sent on Sync streams", s.mapsSent.Load()),
 		c("management_maps_skipped_total", "account changes that left a stream's map as it was (nothing sent)", s.mapsSkipped.Load()),
+		{Name: "management_fanout_seconds_sum", Help: "time from an account change to a stream's new map being sent, summed", Kind: metrics.Counter,
+			Value: time.Duration(s.fanout.sum.Load()).Seconds()},
+		{Name: "management_fanout_seconds_count", Help: "maps sent because of an account change", Kind: metrics.Counter, Value: float64(s.fanout.count.Load())},
+		{Name: "management_fanout_seconds_max", Help: "longest time from an account change to a stream's new map", Kind: metrics.Gauge,
+			Value: time.Duration(s.fanout.max.Load()).Seconds()},
 	}
 }

@@ -161,8 +161,12 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		case <-sub.Replaced():
 			return status.Error(codes.Aborted, "replaced by a newer sync stream of the same peer")
 		case <-sub.Wake():
+			changed, before := sub.Changed(), s.mapsSent.Load()
 			if done, err := push(false); done || err != nil {
 				return err
+			}
+			if !changed.IsZero() && s.mapsSent.Load() != before {
+				s.fanout.observe(time.Since(changed))
 			}
 		case <-refresh.C:
 			if err := send(&mgmtpb.SyncResponse{NetbirdConfig: s.netbirdConfig(ctx)}); err != nil {

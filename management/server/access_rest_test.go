@@ -200,3 +200,57 @@ func TestOpenStreamsNotCapped(t *testing.T) {
 		defer st.Close()
 	}
 }
+
+// TestFanoutMetric: a change that sends new maps is measured from the
+// change to each stream's send.
+func TestFanoutMetric(t *testing.T) {
+	e := startWith(t, t.TempDir(), server.Options{})
+	_, secret := e.setupKey(setupkeyReusable())
+	ctx := context.Background()
+	var streams []*testpeer.Stream
+	for range 3 {
+		p := testpeer.New(e.conn, "p")
+		if _, err := p.Login(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		st, err := p.Sync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		streams = append(streams, st)
+	}
+	joiner := testpeer.New(e.conn, "joiner")
+	if _, err := joiner.Login(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range streams {
+		if err := st.WaitFor(5*time.Second, func([]*mgmtpb.SyncResponse) bool {
+			for _, rp := range st.LatestMap().GetRemotePeers() {
+				if rp.GetWgPubKey() == joiner.Public().String() {
+					return true
+				}
+			}
+			return false
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The server counts a map after its send returned, which can be just
+	// after the client has it.
+	got := map[string]float64{}
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for _, s := range e.srv.API.Metrics() {
+			got[s.Name] = s.Value
+		}
+		if got["management_fanout_seconds_count"] >= 3 || time.Now().After(deadline) {
+			break
+		}
+	}
+	// The join reached all three streams; earlier registrations reached
+	// the streams open then.
+	if got["management_fanout_seconds_count"] < 3 || got["management_fanout_seconds_sum"] <= 0 || got["management_fanout_seconds_max"] <= 0 ||
+		got["management_fanout_seconds_max"] > 5 {
+		t.Fatalf("fan-out metrics %v", got)
+	}
+}

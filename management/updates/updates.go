@@ -6,6 +6,8 @@ package updates
 
 import (
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/wiremesh/wiremesh/management/account"
 )
@@ -26,6 +28,18 @@ type Sub struct {
 	wake     chan struct{}
 	replaced chan struct{}
 	once     sync.Once
+	// changed is when the oldest change the stream has not handled yet
+	// happened (unix ns; 0: none), for fan-out latency.
+	changed atomic.Int64
+}
+
+// Changed returns when the oldest change since the last call happened
+// (the zero time if none) and forgets it.
+func (s *Sub) Changed() time.Time {
+	if n := s.changed.Swap(0); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // Wake fires (coalesced) when the account changed.
@@ -72,7 +86,9 @@ func (h *Hub) Unsubscribe(s *Sub) bool {
 func (h *Hub) AccountChanged(acc account.ID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	now := time.Now().UnixNano()
 	for _, s := range h.subs[acc] {
+		s.changed.CompareAndSwap(0, now)
 		select {
 		case s.wake <- struct{}{}:
 		default: // already pending: the stream will see this change too
