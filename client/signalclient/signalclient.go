@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,12 +131,14 @@ func (c *Client) Run(ctx context.Context, handle func(Message)) {
 		if time.Since(start) > 30*time.Second {
 			backoff = 500 * time.Millisecond
 		}
+		// Jitter spreads many agents' reconnects; ~3 s at most between
+		// attempts, so peers meet again within seconds of signal's return.
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(backoff/2 + time.Duration(rand.Int64N(int64(backoff)))):
 		}
-		backoff = min(backoff*2, 10*time.Second)
+		backoff = min(backoff*2, 3*time.Second)
 	}
 }
 
