@@ -211,9 +211,18 @@ func TestNetworkChange(t *testing.T) {
 	a, b := m.Agent("a", netlab.Home), m.Agent("b", netlab.Home)
 	m.Up(a)
 	m.Up(b)
-	ipB := IPOf(m.Status(b))
+	ipA, ipB := IPOf(m.Status(a)), IPOf(m.Status(b))
 	if _, ok := m.WaitPing(a, ipB, 20*time.Second); !ok {
 		t.Fatal("a cannot reach b")
+	}
+	// The direct path is what a new public port breaks (the relay rides on
+	// TCP to the server): wait for it.
+	deadline := time.Now().Add(20 * time.Second)
+	for m.ConnType(a, ipB) != "P2P" || m.ConnType(b, ipA) != "P2P" {
+		if time.Now().After(deadline) {
+			t.Fatal("a and b never went P2P")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	router := m.Lab.NS("ar")
 	run := func(ns string, args ...string) {
@@ -230,7 +239,13 @@ func TestNetworkChange(t *testing.T) {
 		t.Fatal("the tunnel did not recover within 10 s of the NAT changing a's public port")
 	}
 	t.Logf("NAT port change: recovered after %v", took.Round(time.Millisecond))
-	out, _ := m.Lab.Exec(router, "conntrack", "-L", "-p", "udp")
+	// The change took: a's UDP now leaves from the new port range.
+	var out string
+	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(200 * time.Millisecond) {
+		if out, _ = m.Lab.Exec(router, "conntrack", "-L", "-p", "udp"); strings.Contains(out, "dport=41") {
+			break
+		}
+	}
 	if !strings.Contains(out, "dport=41") {
 		t.Fatalf("the router did not map a to a new port (41000-41999):\n%s", out)
 	}
