@@ -344,6 +344,7 @@ func sourceAddr(ctx context.Context) netip.Addr {
 
 // Metrics are management's counters.
 func (s *Server) Metrics() []metrics.Sample {
+	txs, txTime, reads, readTime := s.o.Store.Timing()
 	c := func(name, help string, v int64) metrics.Sample {
 		return metrics.Sample{Name: name, Help: help, Kind: metrics.Counter, Value: float64(v)}
 	}
@@ -357,6 +358,10 @@ func (s *Server) Metrics() []metrics.Sample {
 		{Name: "management_fanout_seconds_sum", Help: "time from an account change to a stream's new map being sent, summed", Kind: metrics.Counter,
 			Value: time.Duration(s.fanout.sum.Load()).Seconds()},
 		{Name: "management_fanout_seconds_count", Help: "maps sent because of an account change", Kind: metrics.Counter, Value: float64(s.fanout.count.Load())},
+		{Name: "management_store_transactions_total", Help: "store transactions", Kind: metrics.Counter, Value: float64(txs)},
+		{Name: "management_store_transaction_seconds_total", Help: "time spent in store transactions", Kind: metrics.Counter, Value: txTime.Seconds()},
+		{Name: "management_store_reads_total", Help: "store reads outside transactions", Kind: metrics.Counter, Value: float64(reads)},
+		{Name: "management_store_read_seconds_total", Help: "time spent in store reads", Kind: metrics.Counter, Value: readTime.Seconds()},
 		{Name: "management_fanout_seconds_max", Help: "longest time from an account change to a stream's new map", Kind: metrics.Gauge,
 			Value: time.Duration(s.fanout.max.Load()).Seconds()},
 	}

@@ -253,4 +253,9 @@ func TestFanoutMetric(t *testing.T) {
 		got["management_fanout_seconds_max"] > 5 {
 		t.Fatalf("fan-out metrics %v", got)
 	}
+	// The registrations and stream openings went through the store.
+	if got["management_store_transactions_total"] < 4 || got["management_store_transaction_seconds_total"] <= 0 ||
+		got["management_store_reads_total"] < 1 || got["management_store_read_seconds_total"] <= 0 {
+		t.Fatalf("store metrics %v", got)
+	}
 }

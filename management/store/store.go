@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -55,6 +56,22 @@ type Config struct {
 // Store is the management database.
 type Store struct {
 	eng engine
+	// Time spent in transactions and in reads, for the store-latency
+	// metrics.
+	txs, reads timing
+}
+
+type timing struct{ count, nanos atomic.Int64 }
+
+func (t *timing) since(start time.Time) {
+	t.count.Add(1)
+	t.nanos.Add(int64(time.Since(start)))
+}
+
+// Timing reports how many transactions and reads ran and how long they
+// took in all.
+func (s *Store) Timing() (txs int64, txTime time.Duration, reads int64, readTime time.Duration) {
+	return s.txs.count.Load(), time.Duration(s.txs.nanos.Load()), s.reads.count.Load(), time.Duration(s.reads.nanos.Load())
 }
 
 // Open connects to the configured engine and applies pending migrations.
@@ -112,6 +129,7 @@ type Tx struct {
 // Tx runs fn in a transaction, committing when fn returns nil. Everything fn
 // changes commits together or not at all.
 func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
+	defer s.txs.since(time.Now())
 	t, err := s.eng.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", mapErr(err))
@@ -128,6 +146,7 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 
 // Read runs fn outside a transaction (each query sees committed state).
 func (s *Store) Read(ctx context.Context, fn func(tx *Tx) error) error {
+	defer s.reads.since(time.Now())
 	return fn(&Tx{q: s.eng.pool(), eng: s.eng})
 }
 

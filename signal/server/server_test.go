@@ -23,7 +23,7 @@ import (
 	"github.com/wiremesh/wiremesh/signal/server"
 )
 
-func start(t *testing.T, o server.Options) (*server.Server, signalpb.SignalExchangeClient) {
+func start(t testing.TB, o server.Options) (*server.Server, signalpb.SignalExchangeClient) {
 	t.Helper()
 	o.Log = slog.New(slog.DiscardHandler)
 	s := server.New(o)
@@ -58,7 +58,7 @@ func connect(t *testing.T, c signalpb.SignalExchangeClient, ctx context.Context)
 	return connectAs(t, c, ctx, k)
 }
 
-func connectAs(t *testing.T, c signalpb.SignalExchangeClient, ctx context.Context, k key.Private) *peer {
+func connectAs(t testing.TB, c signalpb.SignalExchangeClient, ctx context.Context, k key.Private) *peer {
 	t.Helper()
 	ctx = metadata.AppendToOutgoingContext(ctx, server.HeaderPeerID, k.Public().String())
 	st, err := c.ConnectStream(ctx)
@@ -91,7 +91,7 @@ func sealed(t *testing.T, from, to key.Private, b *signalpb.Body) *signalpb.Encr
 	return &signalpb.EncryptedMessage{Key: from.Public().String(), RemoteKey: to.Public().String(), Body: body}
 }
 
-func recvWithin(t *testing.T, st grpc.BidiStreamingClient[signalpb.EncryptedMessage, signalpb.EncryptedMessage], d time.Duration) *signalpb.EncryptedMessage {
+func recvWithin(t testing.TB, st grpc.BidiStreamingClient[signalpb.EncryptedMessage, signalpb.EncryptedMessage], d time.Duration) *signalpb.EncryptedMessage {
 	t.Helper()
 	ch := make(chan *signalpb.EncryptedMessage, 1)
 	errc := make(chan error, 1)
