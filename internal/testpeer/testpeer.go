@@ -295,3 +295,14 @@ func (p *Peer) SyncMeta(ctx context.Context, files ...*mgmtpb.File) error {
 	_, err = p.client.SyncMeta(ctx, msg)
 	return err
 }
+
+// StuckSync opens a Sync stream and never reads from it, as a client
+// that hangs would; it ends with ctx.
+func (p *Peer) StuckSync(ctx context.Context) error {
+	msg, _, err := p.Seal(ctx, &mgmtpb.SyncRequest{Meta: p.Meta()})
+	if err != nil {
+		return err
+	}
+	_, err = p.client.Sync(ctx, msg)
+	return err
+}

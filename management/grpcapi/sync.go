@@ -79,18 +79,20 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	var sent uint64
 	var lastFP [32]byte
 	var lastSig networkmap.Sig
-	// push sends the current map if it is newer than what the peer has. It
-	// returns done=true when the peer was deleted.
-	push := func(full bool) (done bool, err error) {
+	// prepare builds and seals the current map if it is newer than what
+	// the peer has (nil: nothing to send), holding one of the map slots;
+	// done=true when the peer was deleted. Sending happens after the slot
+	// is released, so a client slow to read holds up nobody else.
+	prepare := func(full bool) (msg *mgmtpb.EncryptedMessage, done bool, err error) {
 		select {
 		case s.mapSlots <- struct{}{}:
 		case <-ctx.Done():
-			return true, nil
+			return nil, true, nil
 		}
 		defer func() { <-s.mapSlots }()
 		ix, remote, err := s.snaps.index(ctx, s.o.Store, peer.AccountID)
 		if err != nil {
-			return false, status.Error(codes.Internal, "compute network map")
+			return nil, false, status.Error(codes.Internal, "compute network map")
 		}
 		var (
 			m  networkmap.Map
@@ -100,7 +102,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 			// Unchanged inputs, unchanged map: skip the computation.
 			if sig, known := ix.Signature(peer.ID); known && !full && sig == lastSig {
 				s.mapsSkipped.Add(1)
-				return false, nil
+				return nil, false, nil
 			} else if known {
 				lastSig = sig
 			}
@@ -111,13 +113,14 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 			// expired: the client must log in again.
 			if err := s.checkAccess(ctx, peer); err != nil {
 				s.o.Log.InfoContext(ctx, "closing the stream of a peer without access", "peer", peer.ID, "err", err)
-				return true, err
+				return nil, true, err
 			}
 			s.o.Log.InfoContext(ctx, "peer removed, closing its stream", "peer", peer.ID)
-			return true, send(deletedResponse(sent + 1))
+			msg, err := s.seal(sh, deletedResponse(sent+1))
+			return msg, true, err
 		}
 		if !full && m.Serial <= sent {
-			return false, nil
+			return nil, false, nil
 		}
 		var cfg = (*mgmtpb.NetbirdConfig)(nil)
 		if full {
@@ -131,11 +134,19 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		fp := mapFingerprint(r)
 		if !full && fp == lastFP {
 			s.mapsSkipped.Add(1)
-			return false, nil
+			return nil, false, nil
 		}
 		lastFP = fp
 		s.mapsSent.Add(1)
-		return false, send(r)
+		msg, err = s.seal(sh, r)
+		return msg, false, err
+	}
+	push := func(full bool) (bool, error) {
+		msg, done, err := prepare(full)
+		if err == nil && msg != nil {
+			err = stream.Send(msg)
+		}
+		return done, err
 	}
 	if done, err := push(true); done || err != nil {
 		return err

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -257,5 +258,52 @@ func TestFanoutMetric(t *testing.T) {
 	if got["management_store_transactions_total"] < 4 || got["management_store_transaction_seconds_total"] <= 0 ||
 		got["management_store_reads_total"] < 1 || got["management_store_read_seconds_total"] <= 0 {
 		t.Fatalf("store metrics %v", got)
+	}
+}
+
+// TestStuckClientsDoNotStallFanout: streams whose clients never read fill
+// their flow-control windows and block in Send; changes must still reach
+// everyone else (building maps is bounded, sending is not).
+func TestStuckClientsDoNotStallFanout(t *testing.T) {
+	e := startWith(t, t.TempDir(), server.Options{})
+	_, secret := e.setupKey(setupkeyReusable())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range 12 {
+		p := testpeer.New(e.conn, fmt.Sprint("stuck-", i))
+		if _, err := p.Login(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.StuckSync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader := testpeer.New(e.conn, "reader")
+	if _, err := reader.Login(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	st, err := reader.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// Each join sends every stuck stream a bigger map, until their windows
+	// are full and their sends block.
+	var last *testpeer.Peer
+	for i := range 60 {
+		last = testpeer.New(e.conn, fmt.Sprint("joiner-with-a-long-hostname-to-grow-the-maps-", i))
+		if _, err := last.Login(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.WaitFor(10*time.Second, func([]*mgmtpb.SyncResponse) bool {
+		for _, rp := range st.LatestMap().GetRemotePeers() {
+			if rp.GetWgPubKey() == last.Public().String() {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatal("the reading peer stopped getting maps while other clients were stuck")
 	}
 }
