@@ -101,15 +101,6 @@ func Start(t testing.TB, addr string, users ...User) *Provider {
 	return &Provider{Provider: p, URL: issuer, key: key, dir: dir}
 }
 
-// SetGroups changes a user's groups (as an IdP admin would).
-func (p *Provider) SetGroups(subject string, groups ...string) {
-	p.dir.mu.Lock()
-	defer p.dir.mu.Unlock()
-	u := p.dir.users[subject]
-	u.Groups = groups
-	p.dir.users[subject] = u
-}
-
 // Mint signs claims with the provider's key, as a token of this issuer
 // would be signed. Standard claims the caller leaves out are filled in:
 // iss, aud (ClientID), iat and exp (an hour from now).

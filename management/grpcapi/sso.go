@@ -114,9 +114,10 @@ func (s *Server) ssoUser(ctx context.Context, jwt string) (*account.User, error)
 
 // checkAccess refuses a peer whose user is blocked or whose login expired,
 // with the PermissionDenied the official client turns into "log in again".
-func (s *Server) checkAccess(ctx context.Context, p account.Peer) error {
+// It returns when the login expires (zero: never).
+func (s *Server) checkAccess(ctx context.Context, p account.Peer) (time.Time, error) {
 	if p.UserID == "" {
-		return nil
+		return time.Time{}, nil // setup-key peers: nothing to read
 	}
 	var (
 		acc  account.Account
@@ -135,30 +136,14 @@ func (s *Server) checkAccess(ctx context.Context, p account.Peer) error {
 		return err
 	})
 	if err != nil {
-		return status.Error(codes.Unavailable, "management store temporarily unavailable, retry")
+		return time.Time{}, status.Error(codes.Unavailable, "management store temporarily unavailable, retry")
 	}
 	if user.Blocked {
-		return status.Error(codes.PermissionDenied, peers.ErrUserBlocked.Error())
+		return time.Time{}, status.Error(codes.PermissionDenied, peers.ErrUserBlocked.Error())
 	}
-	if exp := acc.Settings.LoginExpiry(p); !exp.IsZero() && s.o.Now().After(exp) {
-		return status.Error(codes.PermissionDenied, peers.ErrLoginExpired.Error())
+	exp := acc.Settings.LoginExpiry(p)
+	if !exp.IsZero() && s.o.Now().After(exp) {
+		return time.Time{}, status.Error(codes.PermissionDenied, peers.ErrLoginExpired.Error())
 	}
-	return nil
-}
-
-// loginExpiry is when the peer's stream must end for a new login (zero:
-// never).
-func (s *Server) loginExpiry(ctx context.Context, p account.Peer) time.Time {
-	if p.UserID == "" || !p.LoginExpirationEnabled {
-		return time.Time{} // setup-key peers never expire: no read
-	}
-	var acc account.Account
-	if err := s.o.Store.Read(ctx, func(tx *store.Tx) error {
-		var err error
-		acc, err = tx.In(p.AccountID).Account(ctx)
-		return err
-	}); err != nil {
-		return time.Time{}
-	}
-	return acc.Settings.LoginExpiry(p)
+	return exp, nil
 }

@@ -30,7 +30,9 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	if err != nil {
 		return err
 	}
-	if err := s.checkAccess(ctx, peer); err != nil {
+	// A peer added by a user must log in again when its login expires.
+	expiry, err := s.checkAccess(ctx, peer)
+	if err != nil {
 		return err
 	}
 	if n := s.setups.Add(1); n > int64(s.o.MaxSyncs) {
@@ -111,7 +113,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		if !ok {
 			// Out of the map because its user was blocked or its login
 			// expired: the client must log in again.
-			if err := s.checkAccess(ctx, peer); err != nil {
+			if _, err := s.checkAccess(ctx, peer); err != nil {
 				s.o.Log.InfoContext(ctx, "closing the stream of a peer without access", "peer", peer.ID, "err", err)
 				return nil, true, err
 			}
@@ -154,10 +156,9 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	setupDone()
 	refresh := time.NewTicker(s.refreshEvery())
 	defer refresh.Stop()
-	// A peer added by a user must log in again when its login expires.
 	var expired <-chan time.Time
-	if exp := s.loginExpiry(ctx, peer); !exp.IsZero() {
-		t := time.NewTimer(time.Until(exp) + 10*time.Millisecond)
+	if !expiry.IsZero() {
+		t := time.NewTimer(time.Until(expiry) + 10*time.Millisecond)
 		defer t.Stop()
 		expired = t.C
 	}

@@ -252,13 +252,6 @@ func (tx *Tx) Credential(ctx context.Context, subject account.UserID) (account.C
 	return scanCredential(tx.q.queryRow(ctx, `SELECT `+credentialCols+` FROM local_credentials WHERE subject = ?`, string(subject)))
 }
 
-// CredentialCount counts local logins.
-func (tx *Tx) CredentialCount(ctx context.Context) (int, error) {
-	var n int
-	err := tx.q.queryRow(ctx, `SELECT COUNT(*) FROM local_credentials`).Scan(&n)
-	return n, mapErr(err)
-}
-
 // InsertCredential adds a local login; a subject or e-mail in use is ErrConflict.
 func (tx *Tx) InsertCredential(ctx context.Context, c account.Credential) error {
 	_, err := tx.q.exec(ctx, `INSERT INTO local_credentials (`+credentialCols+`) VALUES (?, ?, ?, ?, ?)`,

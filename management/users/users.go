@@ -345,27 +345,3 @@ func (s *Service) FromPAT(ctx context.Context, plain string) (account.User, erro
 	}
 	return u, nil
 }
-
-// Refresh reads a caller again (role or block may have changed).
-func (s *Service) Refresh(ctx context.Context, u account.User) (account.User, error) {
-	var out account.User
-	err := s.o.Store.Read(ctx, func(tx *store.Tx) error {
-		var err error
-		out, err = tx.In(u.AccountID).User(ctx, u.ID)
-		return err
-	})
-	return out, mapErr(err)
-}
-
-// PeerUser reports the user who added a peer; ok is false for peers added
-// with a setup key or whose user is gone.
-func PeerUser(ctx context.Context, tx *store.Tx, p account.Peer) (account.User, bool, error) {
-	if p.UserID == "" {
-		return account.User{}, false, nil
-	}
-	u, err := tx.In(p.AccountID).User(ctx, p.UserID)
-	if errors.Is(err, store.ErrNotFound) {
-		return account.User{}, false, nil
-	}
-	return u, err == nil, err
-}
