@@ -39,7 +39,7 @@ func Binary(t testing.TB, name string) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", buildDir+"/", "./cmd/...", "./management/cmd/...", "./signal/cmd/...", "./relay/cmd/...", "./client/cmd/...", "./bench/plainwg")
+		cmd := exec.Command("go", "build", "-o", buildDir+"/", "./cmd/...", "./management/cmd/...", "./signal/cmd/...", "./relay/cmd/...", "./client/cmd/...", "./bench/plainwg", "./internal/testnats/testnatsd")
 		cmd.Dir = Root()
 		out, err := cmd.CombinedOutput()
 		if err != nil {

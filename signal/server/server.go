@@ -41,6 +41,9 @@ type Options struct {
 	// SendTimeout bounds how long Send waits for a full destination queue
 	// before the destination, which is not reading, is disconnected.
 	SendTimeout time.Duration
+	// Bus, when set, joins this instance to others: messages for peers
+	// connected elsewhere go through it.
+	Bus Bus
 }
 
 // Server implements signalexchange.SignalExchange.
@@ -48,20 +51,24 @@ type Server struct {
 	signalpb.UnimplementedSignalExchangeServer
 	o Options
 
-	mu    sync.Mutex
-	peers map[string]*registration
+	mu      sync.Mutex
+	peers   map[string]*registration
+	busSubs map[string]*busSub
 
 	closed    chan struct{}
 	closeOnce sync.Once
 
 	forwarded atomic.Uint64
 	dropped   atomic.Uint64
+	busIn     atomic.Uint64 // delivered here from other instances
+	busOut    atomic.Uint64 // handed to other instances
 }
 
 type registration struct {
-	out  chan *signalpb.EncryptedMessage
-	kick chan struct{} // closed to end the stream (replaced or stuck)
-	once sync.Once
+	out   chan *signalpb.EncryptedMessage
+	kick  chan struct{} // closed to end the stream (replaced or stuck)
+	once  sync.Once
+	claim Claim // when and which: orders streams across instances
 }
 
 func (r *registration) end() { r.once.Do(func() { close(r.kick) }) }
@@ -74,7 +81,7 @@ func New(o Options) *Server {
 	if o.SendTimeout <= 0 {
 		o.SendTimeout = DefaultSendTimeout
 	}
-	return &Server{o: o, peers: map[string]*registration{}, closed: make(chan struct{})}
+	return &Server{o: o, peers: map[string]*registration{}, busSubs: map[string]*busSub{}, closed: make(chan struct{})}
 }
 
 // Register adds the service to g.
@@ -109,10 +116,24 @@ func (s *Server) route(ctx context.Context, msg *signalpb.EncryptedMessage) erro
 	s.mu.Lock()
 	r := s.peers[msg.GetRemoteKey()]
 	s.mu.Unlock()
-	if r == nil {
-		s.dropped.Add(1)
+	if r != nil {
+		return s.deliver(ctx, r, msg)
+	}
+	if s.o.Bus != nil {
+		if err := s.o.Bus.Publish(msg); err != nil {
+			s.o.Log.Warn("signal bus publish", "err", err)
+			s.dropped.Add(1)
+			return nil
+		}
+		s.busOut.Add(1)
 		return nil
 	}
+	s.dropped.Add(1)
+	return nil
+}
+
+// deliver queues msg on a local stream, waiting a bounded time for room.
+func (s *Server) deliver(ctx context.Context, r *registration, msg *signalpb.EncryptedMessage) error {
 	select {
 	case r.out <- msg:
 		s.forwarded.Add(1)
@@ -154,7 +175,7 @@ func (s *Server) ConnectStream(stream grpc.BidiStreamingServer[signalpb.Encrypte
 	if _, err := key.ParsePublic(id); err != nil {
 		return status.Error(codes.InvalidArgument, HeaderPeerID+" is not a WireGuard public key")
 	}
-	r := &registration{out: make(chan *signalpb.EncryptedMessage, s.o.Queue), kick: make(chan struct{})}
+	r := &registration{out: make(chan *signalpb.EncryptedMessage, s.o.Queue), kick: make(chan struct{}), claim: newClaim()}
 	s.mu.Lock()
 	if old := s.peers[id]; old != nil {
 		old.end() // newest stream wins
@@ -168,6 +189,10 @@ func (s *Server) ConnectStream(stream grpc.BidiStreamingServer[signalpb.Encrypte
 		}
 		s.mu.Unlock()
 	}()
+	if s.o.Bus != nil {
+		s.joinBus(id, r)
+		defer s.leaveBus(id)
+	}
 	// The client blocks on Header() until this arrives, so send it now
 	// rather than with the first message.
 	if err := stream.SendHeader(metadata.Pairs(HeaderRegistered, "1")); err != nil {
@@ -223,5 +248,7 @@ func (s *Server) Metrics() []metrics.Sample {
 		{Name: "signal_streams", Help: "connected peers", Kind: metrics.Gauge, Value: float64(streams)},
 		{Name: "signal_messages_forwarded_total", Help: "messages relayed between peers", Kind: metrics.Counter, Value: float64(s.forwarded.Load())},
 		{Name: "signal_messages_dropped_total", Help: "messages for absent peers", Kind: metrics.Counter, Value: float64(s.dropped.Load())},
+		{Name: "signal_bus_messages_out_total", Help: "messages handed to other instances", Kind: metrics.Counter, Value: float64(s.busOut.Load())},
+		{Name: "signal_bus_messages_in_total", Help: "messages from other instances delivered here", Kind: metrics.Counter, Value: float64(s.busIn.Load())},
 	}
 }

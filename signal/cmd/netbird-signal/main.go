@@ -17,11 +17,12 @@ import (
 	"github.com/wiremesh/wiremesh/internal/logging"
 	"github.com/wiremesh/wiremesh/internal/metrics"
 	"github.com/wiremesh/wiremesh/internal/version"
+	"github.com/wiremesh/wiremesh/signal/natsbus"
 	sig "github.com/wiremesh/wiremesh/signal/server"
 )
 
 func main() {
-	var listen, logLevel string
+	var listen, logLevel, natsURL string
 	cmd := &cobra.Command{
 		Use:           "netbird-signal",
 		Short:         "Mesh VPN signal server: relays sealed ICE offers, answers and candidates",
@@ -40,7 +41,18 @@ func main() {
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w (choose another with --listen)", listen, err)
 			}
-			s := sig.New(sig.Options{Log: log})
+			o := sig.Options{Log: log}
+			if natsURL != "" {
+				bus, err := natsbus.Dial(natsURL, "netbird-signal "+ln.Addr().String(), log)
+				if err != nil {
+					ln.Close()
+					return err
+				}
+				defer bus.Close()
+				o.Bus = bus
+				fmt.Fprintf(os.Stderr, "netbird-signal: joined other instances through NATS at %s\n", natsURL)
+			}
+			s := sig.New(o)
 			g := grpcserver.New()
 			s.Register(g)
 			fmt.Fprintf(os.Stderr, "netbird-signal %s: signal gRPC on %s\n", version.Version, ln.Addr())
@@ -53,6 +65,7 @@ func main() {
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", ":10000", "TCP address for signal gRPC")
+	cmd.Flags().StringVar(&natsURL, "nats", os.Getenv("NB_SIGNAL_NATS_URL"), "NATS server(s), e.g. nats://nats1:4222,nats://nats2:4222: run several signal instances that route messages between their peers (env NB_SIGNAL_NATS_URL)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
