@@ -133,3 +133,21 @@ func withAccess(a account.Account, ps []account.Peer, blocked map[account.UserID
 	}
 	return out
 }
+
+// loaded returns the serial of the account's loaded state, if any.
+func (c *snapshots) loaded(acc account.ID) (uint64, bool) {
+	c.mu.Lock()
+	e := c.byAcc[acc]
+	c.mu.Unlock()
+	if e == nil {
+		return 0, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.serial, e.loaded
+}
+
+// LoadedSerial reports the serial of the account state this instance's
+// streams last loaded (false: none loaded), so a change announced by the
+// store that they already saw need not wake them again.
+func (s *Server) LoadedSerial(acc account.ID) (uint64, bool) { return s.snaps.loaded(acc) }

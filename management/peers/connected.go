@@ -61,8 +61,9 @@ func (g *groupCommit) do(u connUpdate, write func([]connUpdate) error) error {
 	return b.err
 }
 
-// SetConnected records whether a peer's Sync stream is open. It is not a
-// network change (maps list peers whether or not they are online).
+// SetConnected records whether a peer's Sync stream is open on this
+// instance. It is not a network change (maps list peers whether or not
+// they are online).
 func (s *Service) SetConnected(ctx context.Context, acc account.ID, id account.PeerID, connected bool) error {
 	u := connUpdate{acc: acc, id: id, connected: connected, at: s.now().UnixNano()}
 	return s.conn.do(u, func(items []connUpdate) error {
@@ -72,7 +73,7 @@ func (s *Service) SetConnected(ctx context.Context, acc account.ID, id account.P
 		return s.store.Tx(wctx, func(tx *store.Tx) error {
 			for _, it := range items {
 				// A peer deleted meanwhile has nothing to record.
-				if err := tx.In(it.acc).SetPeerConnected(wctx, it.id, it.connected, it.at); err != nil && !errors.Is(err, store.ErrNotFound) {
+				if err := tx.In(it.acc).SetPeerConnected(wctx, it.id, it.connected, it.at, s.Instance); err != nil && !errors.Is(err, store.ErrNotFound) {
 					return err
 				}
 			}

@@ -49,6 +49,9 @@ type Service struct {
 	log    *slog.Logger
 	now    func() time.Time
 	conn   groupCommit // connected-state writes
+	// Instance names this management instance in connected-state records
+	// (set before use; empty is fine for a single instance).
+	Instance string
 }
 
 // New returns a Service. log and now may be nil (discard, time.Now).

@@ -6,12 +6,16 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -48,6 +52,13 @@ type Options struct {
 	ExpiryCheck time.Duration
 	// MaxSyncs bounds Sync streams being set up at once (0: 1000).
 	MaxSyncs int
+	// Instance names this process among management instances sharing a
+	// Postgres store (empty: a random name).
+	Instance string
+	// Heartbeat is how often the instance tells the store it is alive
+	// (0: 3 s); an instance silent for InstanceTTL (0: 5 heartbeats) is
+	// dead, and its peers are recorded offline by the survivors.
+	Heartbeat, InstanceTTL time.Duration
 }
 
 // DefaultEphemeralTimeout is the offline time after which ephemeral peers go.
@@ -64,9 +75,19 @@ type Server struct {
 	// IdP is the built-in identity provider (nil unless configured).
 	IdP *oidcop.Provider
 
-	log    *slog.Logger
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	log      *slog.Logger
+	instance string
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+
+	// Changes seen, by the poll and by store notifications.
+	seenMu sync.Mutex
+	seen   map[account.ID]uint64
+	// listening is set while store notifications arrive, which makes the
+	// poll a rare safety net; pollNow asks for one at once (after a
+	// listener reconnect, for what was missed meanwhile).
+	listening atomic.Bool
+	pollNow   chan struct{}
 }
 
 const serverKeySetting = "server_private_key"
@@ -92,8 +113,27 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	// Streams do not survive a restart: whoever was connected is offline now.
-	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.MarkAllDisconnected(ctx, time.Now().UnixNano()) }); err != nil {
+	if o.Instance == "" {
+		o.Instance = instanceName()
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 3 * time.Second
+	}
+	if o.InstanceTTL <= 0 {
+		o.InstanceTTL = 5 * o.Heartbeat
+	}
+	err = st.Tx(ctx, func(tx *store.Tx) error {
+		now := time.Now().UnixNano()
+		if st.Engine() == store.SQLite {
+			// One management process per SQLite store: streams do not
+			// survive its restart, so whoever was connected is offline now.
+			if err := tx.MarkAllDisconnected(ctx, now); err != nil {
+				return err
+			}
+		}
+		return tx.Heartbeat(ctx, o.Instance, now)
+	})
+	if err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -102,6 +142,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	}
 	hub := updates.NewHub()
 	ps := peers.New(st, hub, o.Log, nil)
+	ps.Instance = o.Instance
 	us := users.New(users.Options{Store: st, Notify: hub, Log: o.Log, Mode: o.Identity.Mode, LocalIdP: o.Identity.BuiltInIssuer != ""})
 	provider, verifier, sso, err := openIdentity(ctx, st, o.Identity, us, o)
 	if err != nil {
@@ -114,7 +155,8 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		ropts.JWT = verifier
 	}
 	wctx, cancel := context.WithCancel(context.Background())
-	s := &Server{Store: st, Peers: ps, Hub: hub, API: api, Users: us, REST: httpapi.New(ropts), IdP: provider, log: o.Log, cancel: cancel}
+	s := &Server{Store: st, Peers: ps, Hub: hub, API: api, Users: us, REST: httpapi.New(ropts), IdP: provider, log: o.Log, cancel: cancel,
+		instance: o.Instance, pollNow: make(chan struct{}, 1)}
 	// Take the baseline now, so a change made between start-up and the
 	// first poll is not mistaken for the starting state.
 	seen, err := s.serials(ctx)
@@ -123,8 +165,11 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s.wg.Add(3)
-	go func() { defer s.wg.Done(); s.watch(wctx, o.Poll, seen) }()
+	s.seen = seen
+	s.wg.Add(5)
+	go func() { defer s.wg.Done(); s.watch(wctx, o.Poll) }()
+	go func() { defer s.wg.Done(); s.listen(wctx) }()
+	go func() { defer s.wg.Done(); s.heartbeat(wctx, o.Heartbeat, o.InstanceTTL) }()
 	go func() { defer s.wg.Done(); s.sweepEphemeral(wctx, o.EphemeralTimeout) }()
 	go func() { defer s.wg.Done(); s.sweepLogins(wctx, o.ExpiryCheck) }()
 	return s, nil
@@ -139,7 +184,23 @@ func (s *Server) Close() error {
 	s.API.Close()
 	s.cancel()
 	s.wg.Wait()
+	// Tell the other instances at once rather than after InstanceTTL.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Store.Tx(ctx, func(tx *store.Tx) error { return tx.RemoveInstance(ctx, s.instance, time.Now().UnixNano()) }); err != nil {
+		s.log.Warn("deregister instance", "err", err)
+	}
 	return s.Store.Close()
+}
+
+// Instance is this process's name among management instances.
+func (s *Server) Instance() string { return s.instance }
+
+func instanceName() string {
+	h, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return h + "-" + hex.EncodeToString(b)
 }
 
 // serverKey loads the persisted server key, creating it once. Keeping it
@@ -171,9 +232,94 @@ func serverKey(ctx context.Context, st *store.Store) (key.Private, error) {
 }
 
 // watch wakes streams of accounts whose serial moved without us knowing,
-// which is how changes by the admin command or another instance arrive.
-// A new account counts as changed (its streams, if any, must look).
-func (s *Server) watch(ctx context.Context, every time.Duration, seen map[account.ID]uint64) {
+// which is how changes by the admin command or another instance arrive
+// when the store does not announce them (SQLite), and a safety net when it
+// does. A new account counts as changed (its streams, if any, must look).
+func (s *Server) watch(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if s.listening.Load() && time.Since(last) < safetyPoll {
+				continue
+			}
+		case <-s.pollNow:
+		}
+		last = time.Now()
+		now, err := s.serials(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("change watcher", "err", err)
+			}
+			continue
+		}
+		s.seenMu.Lock()
+		var changed []account.ID
+		for id, serial := range now {
+			if old, ok := s.seen[id]; !ok || old < serial {
+				changed = append(changed, id)
+			}
+		}
+		s.seen = now
+		s.seenMu.Unlock()
+		for _, id := range changed {
+			s.Hub.AccountChanged(id)
+		}
+	}
+}
+
+// safetyPoll is how often the store is polled while its notifications
+// arrive.
+const safetyPoll = 10 * time.Second
+
+// listen follows the store's change notifications (Postgres), reconnecting
+// with backoff; after each (re)connect a poll catches what was missed.
+func (s *Server) listen(ctx context.Context) {
+	wait := 200 * time.Millisecond
+	for {
+		err := s.Store.Listen(ctx, func() {
+			s.listening.Store(true)
+			wait = 200 * time.Millisecond
+			select {
+			case s.pollNow <- struct{}{}:
+			default:
+			}
+		}, s.changed)
+		s.listening.Store(false)
+		if errors.Is(err, store.ErrNoListen) || ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("store change notifications lost; polling until they return", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// changed handles one announced change: streams here are woken unless
+// they already loaded that serial (the change was made here).
+func (s *Server) changed(acc account.ID, serial uint64) {
+	s.seenMu.Lock()
+	if serial > s.seen[acc] {
+		s.seen[acc] = serial
+	}
+	s.seenMu.Unlock()
+	if loaded, ok := s.API.LoadedSerial(acc); ok && loaded >= serial {
+		return
+	}
+	s.Hub.AccountChanged(acc)
+}
+
+// heartbeat keeps this instance registered in the store and records the
+// peers of instances that stopped beating as offline.
+func (s *Server) heartbeat(ctx context.Context, every, ttl time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -182,19 +328,25 @@ func (s *Server) watch(ctx context.Context, every time.Duration, seen map[accoun
 			return
 		case <-t.C:
 		}
-		now, err := s.serials(ctx)
+		now := time.Now()
+		var reaped int64
+		err := s.Store.Tx(ctx, func(tx *store.Tx) error {
+			if err := tx.Heartbeat(ctx, s.instance, now.UnixNano()); err != nil {
+				return err
+			}
+			var err error
+			reaped, err = tx.ReapInstances(ctx, now.Add(-ttl).UnixNano(), now.UnixNano())
+			return err
+		})
 		if err != nil {
 			if ctx.Err() == nil {
-				s.log.Warn("change watcher", "err", err)
+				s.log.Warn("instance heartbeat", "err", err)
 			}
 			continue
 		}
-		for id, serial := range now {
-			if old, ok := seen[id]; !ok || old != serial {
-				s.Hub.AccountChanged(id)
-			}
+		if reaped > 0 {
+			s.log.Info("peers of a stopped management instance recorded offline", "peers", reaped)
 		}
-		seen = now
 	}
 }
 
@@ -318,3 +470,7 @@ func (s *Server) Healthy(ctx context.Context) error {
 	_, err := s.Store.SchemaVersion(ctx)
 	return err
 }
+
+// Listening reports whether store change notifications arrive (Postgres),
+// rather than changes by other processes being polled for.
+func (s *Server) Listening() bool { return s.listening.Load() }

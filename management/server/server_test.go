@@ -60,7 +60,10 @@ func startWith(t testing.TB, dir string, o server.Options, advs ...func(*server.
 		f(&adv)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	o.Store, o.Log, o.Advertise, o.Poll = store.Config{Engine: store.SQLite, DataDir: dir}, log, adv, 100*time.Millisecond
+	if o.Store.Engine == "" {
+		o.Store = store.Config{Engine: store.SQLite, DataDir: dir}
+	}
+	o.Log, o.Advertise, o.Poll = log, adv, 100*time.Millisecond
 	if o.Identity.BuiltInIssuer == autoIssuer {
 		o.Identity.BuiltInIssuer = "http://" + ln.Addr().String() + "/oauth2"
 	}

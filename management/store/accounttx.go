@@ -42,7 +42,17 @@ func (a *AccountTx) Lock(ctx context.Context) (account.Account, error) {
 func (a *AccountTx) BumpSerial(ctx context.Context) (uint64, error) {
 	var s int64
 	err := a.q().queryRow(ctx, `UPDATE accounts SET serial = serial + 1 WHERE id = ? RETURNING serial`, string(a.id)).Scan(&s)
-	return uint64(s), mapErr(err)
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	if a.tx.eng.name() == Postgres {
+		// Delivered to every listening instance when (and only if) the
+		// transaction commits.
+		if _, err := a.q().exec(ctx, `SELECT pg_notify(?, ?)`, ChangeChannel, changePayload(a.id, uint64(s))); err != nil {
+			return 0, mapErr(err)
+		}
+	}
+	return uint64(s), nil
 }
 
 // --- peers ---
@@ -107,9 +117,17 @@ func (a *AccountTx) UpdatePeer(ctx context.Context, p account.Peer) error {
 	return affected(n, err)
 }
 
-// SetPeerConnected records whether a peer has a Sync stream open.
-func (a *AccountTx) SetPeerConnected(ctx context.Context, id account.PeerID, connected bool, seen int64) error {
-	n, err := a.q().exec(ctx, `UPDATE peers SET connected = ?, last_seen = ? WHERE id = ? AND account_id = ?`, connected, seen, string(id), string(a.id))
+// SetPeerConnected records that a peer's Sync stream is open on the given
+// management instance, or that it closed. A close counts only if the
+// peer's stream is still recorded on that instance: after a peer moved to
+// another instance, the old one's late close must not mark it offline
+// (ErrNotFound then, as for a deleted peer).
+func (a *AccountTx) SetPeerConnected(ctx context.Context, id account.PeerID, connected bool, seen int64, instance string) error {
+	if connected {
+		n, err := a.q().exec(ctx, `UPDATE peers SET connected = TRUE, last_seen = ?, conn_instance = ? WHERE id = ? AND account_id = ?`, seen, instance, string(id), string(a.id))
+		return affected(n, err)
+	}
+	n, err := a.q().exec(ctx, `UPDATE peers SET connected = FALSE, last_seen = ? WHERE id = ? AND account_id = ? AND conn_instance = ?`, seen, string(id), string(a.id), instance)
 	return affected(n, err)
 }
 

@@ -100,6 +100,36 @@ func (tx *Tx) MarkAllDisconnected(ctx context.Context, now int64) error {
 	return mapErr(err)
 }
 
+// Heartbeat records that a management instance is alive (registering it
+// the first time).
+func (tx *Tx) Heartbeat(ctx context.Context, instance string, now int64) error {
+	_, err := tx.q.exec(ctx, `INSERT INTO instances (id, started_at, heartbeat) VALUES (?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET heartbeat = excluded.heartbeat`, instance, now, now)
+	return mapErr(err)
+}
+
+// RemoveInstance records a clean stop of an instance: its peers are
+// offline from now.
+func (tx *Tx) RemoveInstance(ctx context.Context, instance string, now int64) error {
+	if _, err := tx.q.exec(ctx, `UPDATE peers SET connected = FALSE, last_seen = ? WHERE connected AND conn_instance = ?`, now, instance); err != nil {
+		return mapErr(err)
+	}
+	_, err := tx.q.exec(ctx, `DELETE FROM instances WHERE id = ?`, instance)
+	return mapErr(err)
+}
+
+// ReapInstances forgets instances whose last heartbeat is before deadline
+// and marks offline every peer whose stream was on an instance not alive
+// (one that died, or one from before instances were recorded). It returns
+// how many peers it marked.
+func (tx *Tx) ReapInstances(ctx context.Context, deadline, now int64) (int64, error) {
+	if _, err := tx.q.exec(ctx, `DELETE FROM instances WHERE heartbeat < ?`, deadline); err != nil {
+		return 0, mapErr(err)
+	}
+	n, err := tx.q.exec(ctx, `UPDATE peers SET connected = FALSE, last_seen = ? WHERE connected AND conn_instance NOT IN (SELECT id FROM instances)`, now)
+	return n, mapErr(err)
+}
+
 // Setting reads a named server-wide value.
 func (tx *Tx) Setting(ctx context.Context, name string) (string, error) {
 	var v string

@@ -163,7 +163,7 @@ func testIsolation(t *testing.T, st *store.Store) {
 		if err := in.UpdatePeer(ctx, q); !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("B updated A's peer: %v", err)
 		}
-		if err := in.SetPeerConnected(ctx, pa.ID, true, 1); !errors.Is(err, store.ErrNotFound) {
+		if err := in.SetPeerConnected(ctx, pa.ID, true, 1, ""); !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("B marked A's peer: %v", err)
 		}
 		if err := in.DeletePeer(ctx, pa.ID); !errors.Is(err, store.ErrNotFound) {
