@@ -92,6 +92,10 @@ func Dial(t Target, priv key.Private, log *slog.Logger) (*Client, error) {
 		creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
 	}
 	conn, err := grpc.NewClient(t.Addr, grpc.WithTransportCredentials(creds),
+		// No service config from DNS TXT records: the lookup only costs time
+		// (seconds where the resolver is slow or unreachable) and the
+		// servers publish none.
+		grpc.WithDisableServiceConfig(),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
 	if err != nil {

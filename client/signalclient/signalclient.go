@@ -56,6 +56,10 @@ func Dial(addr string, useTLS bool, priv key.Private, log *slog.Logger) (*Client
 		creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+		// No service config from DNS TXT records: the lookup only costs time
+		// (seconds where the resolver is slow or unreachable) and the
+		// servers publish none.
+		grpc.WithDisableServiceConfig(),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}))
 	if err != nil {
 		return nil, fmt.Errorf("signal %s: %w", addr, err)

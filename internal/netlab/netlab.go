@@ -70,7 +70,10 @@ func New(t testing.TB) *Lab {
 	l := &Lab{t: t, Prefix: "w" + hex.EncodeToString(b)}
 	t.Cleanup(l.Close)
 	pub := l.addNS("pub")
-	l.must("ip", "-n", pub, "link", "add", "br0", "type", "bridge")
+	// A fixed address: a bridge otherwise takes the lowest of its ports'
+	// addresses, so a site added later could change the MAC the routers
+	// already resolved the servers' addresses to.
+	l.must("ip", "-n", pub, "link", "add", "br0", "address", "02:00:0a:c8:00:01", "type", "bridge")
 	l.must("ip", "-n", pub, "addr", "add", PubAddr+"/24", "dev", "br0")
 	l.must("ip", "-n", pub, "link", "set", "br0", "up")
 	return l
