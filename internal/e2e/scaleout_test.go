@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -50,14 +51,7 @@ func newScaleOut(t *testing.T) *scaleOut {
 	relay := proctest.StartCmd(t, m.Lab.Cmd(pub, proctest.Binary(t, "netbird-relay"), "-l", splitRelay, "-e", "rel://"+splitRelay, "-s", so.relaySecrt), nil)
 	relay.Wait(t, regexp.MustCompile(`listening on`), 10*time.Second)
 	for i := range 2 {
-		so.sg[i] = proctest.StartCmd(t, m.Lab.Cmd(pub, proctest.Binary(t, "netbird-signal"), "--listen", so.sAddr[i]+":10000", "--nats", "nats://"+natsAddr), nil)
-		so.sg[i].Wait(t, regexp.MustCompile(`signal gRPC on`), 10*time.Second)
-	}
-	for i := range 2 {
-		so.mg[i] = proctest.StartCmd(t, m.Lab.Cmd(pub, proctest.Binary(t, "netbird-mgmt"), "--datadir", t.TempDir(),
-			"--listen", so.mAddr[i]+":"+mgmtPort, "--signal", "signal.test:10000", "--stun", "stun:"+netlab.PubAddr+":3478",
-			"--relay", "rel://"+splitRelay, "--relay-secret", so.relaySecrt, "--store", "postgres", "--store-dsn", so.dsn), nil)
-		so.mg[i].Wait(t, regexp.MustCompile(`setup-keys create`), 20*time.Second)
+		so.start(i)
 	}
 	out, err := proctest.Run(t, "netbird-mgmt", "admin", "--store", "postgres", "--store-dsn", so.dsn, "setup-keys", "create", "--reusable")
 	if err != nil {
@@ -66,6 +60,50 @@ func newScaleOut(t *testing.T) *scaleOut {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	so.key = lines[len(lines)-1]
 	return so
+}
+
+// start (re)starts signal and management instance i.
+func (so *scaleOut) start(i int) {
+	t, pub := so.m.t, so.m.Lab.NS("pub")
+	so.sg[i] = proctest.StartCmd(t, so.m.Lab.Cmd(pub, proctest.Binary(t, "netbird-signal"), "--listen", so.sAddr[i]+":10000", "--nats", "nats://"+natsAddr), nil)
+	so.sg[i].Wait(t, regexp.MustCompile(`signal gRPC on`), 10*time.Second)
+	so.mg[i] = proctest.StartCmd(t, so.m.Lab.Cmd(pub, proctest.Binary(t, "netbird-mgmt"), "--datadir", t.TempDir(),
+		"--listen", so.mAddr[i]+":"+mgmtPort, "--signal", "signal.test:10000", "--stun", "stun:"+netlab.PubAddr+":3478",
+		"--relay", "rel://"+splitRelay, "--relay-secret", so.relaySecrt, "--store", "postgres", "--store-dsn", so.dsn), nil)
+	so.mg[i].Wait(t, regexp.MustCompile(`setup-keys create`), 20*time.Second)
+}
+
+// waitStreams waits until instance i holds n management and n signal
+// streams, and returns how long that took.
+func (so *scaleOut) waitStreams(i, n int, within time.Duration) time.Duration {
+	t := so.m.t
+	start := time.Now()
+	for deadline := start.Add(within); ; time.Sleep(100 * time.Millisecond) {
+		mg := so.gauge(so.mAddr[i]+":"+mgmtPort, "management_sync_streams")
+		sg := so.gauge(so.sAddr[i]+":10000", "signal_streams")
+		if mg == n && sg == n {
+			return time.Since(start)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance %d holds management %d, signal %d streams; want %d and %d", i+1, mg, sg, n, n)
+		}
+	}
+}
+
+// pingsThrough pings ip from a for d in the background; the returned
+// function fails the test if any ping was lost.
+func (so *scaleOut) pingsThrough(from *Agent, ip string, d time.Duration, what string) func() {
+	lost := make(chan string, 1)
+	go func() {
+		out, _ := so.m.Lab.Exec(from.NS, "ping", "-i", "0.1", "-w", fmt.Sprint(int(d.Seconds())), "-W", "1", ip)
+		lost <- out
+	}()
+	return func() {
+		so.m.t.Helper()
+		if out := <-lost; !regexp.MustCompile(` 0(\.\d+)?% packet loss`).MatchString(out) {
+			so.m.t.Fatalf("%s -> %s lost pings while %s:\n%s", from.Name, ip, what, out)
+		}
+	}
 }
 
 // agent adds a site whose host resolves mgmt.test and signal.test to
@@ -146,29 +184,14 @@ func TestScaleOut(t *testing.T) {
 	}
 
 	// The tunnels do not depend on the instances: a pings b throughout.
-	lost := make(chan string, 1)
-	go func() {
-		out, _ := m.Lab.Exec(a.NS, "ping", "-i", "0.1", "-w", "10", "-W", "1", ips[b])
-		lost <- out
-	}()
+	check := so.pingsThrough(a, ips[b], 10*time.Second, "the instances died")
 	time.Sleep(time.Second)
 	so.mg[0].Kill()
 	so.sg[0].Kill()
 	killed := time.Now()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		mg := so.gauge(so.mAddr[1]+":"+mgmtPort, "management_sync_streams")
-		sg := so.gauge(so.sAddr[1]+":10000", "signal_streams")
-		if mg == 3 && sg == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("survivors hold management %d, signal %d streams; want 3 and 3", mg, sg)
-		}
-	}
+	so.waitStreams(1, 3, 30*time.Second)
 	t.Logf("peers of the killed instances back on the survivors %v after the kill", time.Since(killed).Round(time.Millisecond))
-	if out := <-lost; !regexp.MustCompile(` 0(\.\d+)?% packet loss`).MatchString(out) {
-		t.Fatalf("a -> b lost pings while the instances died:\n%s", out)
-	}
+	check()
 	for _, x := range []*Agent{a, c} {
 		if st := m.Status(x); !st.Management.Connected || !st.Signal.Connected {
 			t.Fatalf("%s status after the move: %+v", x.Name, st)
@@ -189,5 +212,30 @@ func TestScaleOut(t *testing.T) {
 	out, err := proctest.Run(t, "netbird-mgmt", "admin", "--store", "postgres", "--store-dsn", so.dsn, "peers", "list")
 	if err != nil || strings.Count(strings.TrimSpace(out), "\n") != 4 {
 		t.Fatalf("peers after the failover (want 4, no duplicates): %v\n%s", err, out)
+	}
+
+	// Graceful: the first instances return, the survivors are stopped with
+	// SIGTERM; every peer moves back, none loses a ping, and the store
+	// shows all of them online at once (no wait for a heartbeat to lapse).
+	so.start(0)
+	check = so.pingsThrough(b, ips[a], 8*time.Second, "the instances stopped")
+	time.Sleep(time.Second)
+	so.mg[1].Stop()
+	so.sg[1].Stop()
+	moved := so.waitStreams(0, 4, 30*time.Second)
+	t.Logf("after SIGTERM of the second instances all peers are on the first ones in %v", moved.Round(time.Millisecond))
+	check()
+	out, err = proctest.Run(t, "netbird-mgmt", "admin", "--store", "postgres", "--store-dsn", so.dsn, "peers", "list", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []struct{ Connected bool }
+	if err := json.Unmarshal([]byte(out), &ps); err != nil || len(ps) != 4 {
+		t.Fatalf("peers: %v\n%s", err, out)
+	}
+	for _, p := range ps {
+		if !p.Connected {
+			t.Fatalf("a peer is shown offline after moving:\n%s", out)
+		}
 	}
 }
