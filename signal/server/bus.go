@@ -24,7 +24,8 @@ type Bus interface {
 	Claim(peer string, c Claim) error
 }
 
-// BusHandler receives what the bus carries for one peer.
+// BusHandler receives what the bus carries for one peer. Its methods do
+// not block.
 type BusHandler interface {
 	Message(msg *signalpb.EncryptedMessage)
 	Claimed(c Claim)
@@ -88,7 +89,14 @@ func (h peerHandler) Message(msg *signalpb.EncryptedMessage) {
 		return
 	}
 	h.s.busIn.Add(1)
-	_ = h.s.deliver(context.Background(), r, msg)
+	select {
+	case r.out <- msg:
+		h.s.forwarded.Add(1)
+	default:
+		// The bus delivers every peer's messages on one goroutine: wait
+		// for this one's room elsewhere.
+		go func() { _ = h.s.deliver(context.Background(), r, msg) }()
+	}
 }
 
 func (h peerHandler) Claimed(c Claim) {
