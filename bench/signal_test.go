@@ -97,10 +97,10 @@ func runSignalLoad(t *testing.T, streams, conns, instances int, natsURL string, 
 	}
 	ss := make([]stream, streams)
 	var (
-		received  atomic.Int64
-		latMu     sync.Mutex
-		lats      []time.Duration
-		wg        sync.WaitGroup
+		received atomic.Int64
+		latMu    sync.Mutex
+		lats     []time.Duration
+		wg       sync.WaitGroup
 	)
 	for i := range ss {
 		k, _ := key.NewPrivate()
