@@ -28,6 +28,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/envelope"
 	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/internal/mapdelta"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
@@ -80,6 +81,10 @@ type Client struct {
 	lastErr       atomic.Value
 	serverKey     atomic.Value // key.Public
 	serverVersion atomic.Value // string
+
+	// NoDeltas, set before Sync, asks for whole network maps only (as
+	// the official clients get them) instead of deltas.
+	NoDeltas bool
 }
 
 // versionHeader is where our management server names its version.
@@ -312,10 +317,12 @@ func (c *Client) syncOnce(ctx context.Context, meta *mgmtpb.PeerSystemMeta, appl
 	if err != nil {
 		return err
 	}
-	body, err := sh.SealProto(&mgmtpb.SyncRequest{Meta: meta})
+	body, err := sh.SealProto(&mgmtpb.SyncRequest{Meta: meta,
+		WiremeshCapabilities: &mgmtpb.WiremeshCapabilities{NetworkMapDeltas: !c.NoDeltas}})
 	if err != nil {
 		return err
 	}
+	var state mapdelta.State
 	st, err := c.api.Sync(ctx, &mgmtpb.EncryptedMessage{WgPubKey: c.priv.Public().String(), Body: body})
 	if err != nil {
 		return err
@@ -331,7 +338,11 @@ func (c *Client) syncOnce(ctx context.Context, meta *mgmtpb.PeerSystemMeta, appl
 		if err := sh.OpenProto(m.GetBody(), &r); err != nil {
 			return fmt.Errorf("sync message: %w", err)
 		}
-		apply(proto.Clone(&r).(*mgmtpb.SyncResponse))
+		out, err := state.Update(proto.Clone(&r).(*mgmtpb.SyncResponse))
+		if err != nil {
+			return err
+		}
+		apply(out)
 	}
 }
 

@@ -131,8 +131,13 @@ func (so *scaleOut) agent(name string, first int) *Agent {
 
 // gauge reads one metric of a server on the public segment.
 func (so *scaleOut) gauge(addr, name string) int {
-	t := so.m.t
-	resp, err := nsClient(so.m.Lab.NS("pub")).Get("http://" + addr + "/metrics")
+	return int(metricOf(so.m.t, so.m.Lab.NS("pub"), addr, name))
+}
+
+// metricOf reads one metric of a server reachable from namespace ns.
+func metricOf(t *testing.T, ns, addr, name string) float64 {
+	t.Helper()
+	resp, err := nsClient(ns).Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +148,7 @@ func (so *scaleOut) gauge(addr, name string) int {
 		t.Fatalf("no %s at %s", name, addr)
 	}
 	v, _ := strconv.ParseFloat(string(m[1]), 64)
-	return int(v)
+	return v
 }
 
 func (so *scaleOut) streams() (mgmt, signal [2]int) {

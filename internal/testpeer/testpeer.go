@@ -14,6 +14,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/envelope"
 	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/internal/mapdelta"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
@@ -22,7 +23,10 @@ type Peer struct {
 	Priv     key.Private
 	Hostname string
 	Version  string
-	client   mgmtpb.ManagementServiceClient
+	// Deltas makes Sync ask for network map deltas, as our agent does; the
+	// stream then holds the whole maps they lead to (Raw: as received).
+	Deltas bool
+	client mgmtpb.ManagementServiceClient
 }
 
 // New creates a peer with a fresh key.
@@ -154,6 +158,7 @@ type Stream struct {
 	mu     sync.Mutex
 	cond   chan struct{} // closed and replaced on every message
 	msgs   []*mgmtpb.SyncResponse
+	raw    []*mgmtpb.SyncResponse
 	err    error
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -163,7 +168,11 @@ type Stream struct {
 // It fails if the first response does not arrive (e.g. PermissionDenied).
 func (p *Peer) Sync(ctx context.Context) (*Stream, error) {
 	sctx, cancel := context.WithCancel(ctx)
-	msg, sh, err := p.Seal(sctx, &mgmtpb.SyncRequest{Meta: p.Meta()})
+	req := &mgmtpb.SyncRequest{Meta: p.Meta()}
+	if p.Deltas {
+		req.WiremeshCapabilities = &mgmtpb.WiremeshCapabilities{NetworkMapDeltas: true}
+	}
+	msg, sh, err := p.Seal(sctx, req)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -178,16 +187,27 @@ func (p *Peer) Sync(ctx context.Context) (*Stream, error) {
 		cancel()
 		return nil, err
 	}
-	s := &Stream{cond: make(chan struct{}), msgs: []*mgmtpb.SyncResponse{first}, cancel: cancel, done: make(chan struct{})}
+	var state mapdelta.State
+	whole, err := state.Update(first)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := &Stream{cond: make(chan struct{}), msgs: []*mgmtpb.SyncResponse{whole}, raw: []*mgmtpb.SyncResponse{first}, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		for {
 			r, err := recv(st, sh)
+			var w *mgmtpb.SyncResponse
+			if err == nil {
+				w, err = state.Update(r)
+			}
 			s.mu.Lock()
 			if err != nil {
 				s.err = err
 			} else {
-				s.msgs = append(s.msgs, r)
+				s.msgs = append(s.msgs, w)
+				s.raw = append(s.raw, r)
 			}
 			close(s.cond)
 			s.cond = make(chan struct{})
@@ -210,6 +230,13 @@ func recv(st grpc.ServerStreamingClient[mgmtpb.EncryptedMessage], sh *envelope.S
 		return nil, err
 	}
 	return &r, nil
+}
+
+// Raw returns the responses as received (deltas as deltas).
+func (s *Stream) Raw() []*mgmtpb.SyncResponse {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*mgmtpb.SyncResponse(nil), s.raw...)
 }
 
 // Close ends the stream and waits for its reader.

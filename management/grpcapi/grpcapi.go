@@ -110,6 +110,7 @@ type Server struct {
 	keyGuard *ratelimit.Failures
 
 	logins, loginFailures, mapsSent, mapsSkipped, guessesRefused atomic.Int64
+	deltasSent                                                   atomic.Int64
 	fanout                                                       latency
 }
 
@@ -354,6 +355,7 @@ func (s *Server) Metrics() []metrics.Sample {
 		c("management_login_failures_total", "refused logins", s.loginFailures.Load()),
 		c("management_setup_key_guesses_refused_total", "logins refused by the per-source wrong-key limit", s.guessesRefused.Load()),
 		c("management_maps_sent_total", "network maps sent on Sync streams", s.mapsSent.Load()),
+		c("management_map_deltas_sent_total", "network map deltas sent (of the maps sent) to clients that asked for them", s.deltasSent.Load()),
 		c("management_maps_skipped_total", "account changes that left a stream's map as it was (nothing sent)", s.mapsSkipped.Load()),
 		{Name: "management_fanout_seconds_sum", Help: "time from an account change to a stream's new map being sent, summed", Kind: metrics.Counter,
 			Value: time.Duration(s.fanout.sum.Load()).Seconds()},

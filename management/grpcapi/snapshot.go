@@ -26,6 +26,7 @@ type snapEntry struct {
 	ix     *networkmap.Index // nil: account gone
 	remote remoteCache
 	loaded bool
+	diffs  diffs // between states, for map deltas
 }
 
 func (c *snapshots) entry(acc account.ID) *snapEntry {
@@ -151,3 +152,9 @@ func (c *snapshots) loaded(acc account.ID) (uint64, bool) {
 // streams last loaded (false: none loaded), so a change announced by the
 // store that they already saw need not wake them again.
 func (s *Server) LoadedSerial(acc account.ID) (uint64, bool) { return s.snaps.loaded(acc) }
+
+// diff is networkmap.PeerLocal(old, cur), computed once per pair for all
+// of the account's streams.
+func (c *snapshots) diff(acc account.ID, old, cur *networkmap.Index) ([]networkmap.Change, bool) {
+	return c.entry(acc).diffs.get(old, cur)
+}

@@ -49,6 +49,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		}
 	}
 	legacy := legacyClient(sr.GetMeta().GetNetbirdVersion())
+	deltas := sr.GetWiremeshCapabilities().GetNetworkMapDeltas()
 
 	sub := s.o.Hub.Subscribe(peer.AccountID, peer.ID)
 	defer func() {
@@ -81,6 +82,10 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	var sent uint64
 	var lastFP [32]byte
 	var lastSig networkmap.Sig
+	// For delta streams: the account state the client's map reflects, and
+	// the serial of the last map or delta it was sent.
+	var lastIx *networkmap.Index
+	var clientSerial uint64
 	// prepare builds and seals the current map if it is newer than what
 	// the peer has (nil: nothing to send), holding one of the map slots;
 	// done=true when the peer was deleted. Sending happens after the slot
@@ -104,9 +109,33 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 			// Unchanged inputs, unchanged map: skip the computation.
 			if sig, known := ix.Signature(peer.ID); known && !full && sig == lastSig {
 				s.mapsSkipped.Add(1)
+				if lastIx != nil {
+					lastIx = ix // same map in this state
+				}
 				return nil, false, nil
 			} else if known {
 				lastSig = sig
+			}
+			if deltas && !full && lastIx != nil && ix.Has(peer.ID) {
+				if ix.Serial() <= sent {
+					return nil, false, nil
+				}
+				if changes, ok := s.snaps.diff(peer.AccountID, lastIx, ix); ok {
+					if d, ok := mapDelta(lastIx, ix, remote, peer.ID, changes); ok {
+						lastIx, sent = ix, ix.Serial()
+						if d == nil {
+							s.mapsSkipped.Add(1)
+							return nil, false, nil
+						}
+						d.BaseSerial, d.Serial = clientSerial, ix.Serial()
+						clientSerial = d.Serial
+						lastFP = [32]byte{} // the client's map is no longer the last full one
+						s.mapsSent.Add(1)
+						s.deltasSent.Add(1)
+						msg, err = s.seal(sh, &mgmtpb.SyncResponse{WiremeshDelta: d})
+						return msg, false, err
+					}
+				}
 			}
 			m, ok = ix.Compute(peer.ID)
 		}
@@ -134,11 +163,15 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		// it was (another peer's policy, a group it is not in) is not sent:
 		// only the affected peers get an update.
 		fp := mapFingerprint(r)
+		if deltas {
+			lastIx = ix
+		}
 		if !full && fp == lastFP {
 			s.mapsSkipped.Add(1)
 			return nil, false, nil
 		}
 		lastFP = fp
+		clientSerial = m.Serial
 		s.mapsSent.Add(1)
 		msg, err = s.seal(sh, r)
 		return msg, false, err

@@ -389,7 +389,7 @@ func (x HostConfig_Protocol) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HostConfig_Protocol.Descriptor instead.
 func (HostConfig_Protocol) EnumDescriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{15, 0}
+	return file_management_proto_rawDescGZIP(), []int{17, 0}
 }
 
 type DeviceAuthorizationFlowProvider int32
@@ -432,7 +432,7 @@ func (x DeviceAuthorizationFlowProvider) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DeviceAuthorizationFlowProvider.Descriptor instead.
 func (DeviceAuthorizationFlowProvider) EnumDescriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{29, 0}
+	return file_management_proto_rawDescGZIP(), []int{31, 0}
 }
 
 type EncryptedMessage struct {
@@ -1304,10 +1304,13 @@ func (x *LoginResponse) GetSessionExpiresAt() *timestamppb.Timestamp {
 }
 
 type SyncRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Meta          *PeerSystemMeta        `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Meta  *PeerSystemMeta        `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
+	// wiremesh extension (servers that do not know it ignore it): what this
+	// client understands beyond the spec.
+	WiremeshCapabilities *WiremeshCapabilities `protobuf:"bytes,1000,opt,name=wiremeshCapabilities,proto3" json:"wiremeshCapabilities,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *SyncRequest) Reset() {
@@ -1347,6 +1350,150 @@ func (x *SyncRequest) GetMeta() *PeerSystemMeta {
 	return nil
 }
 
+func (x *SyncRequest) GetWiremeshCapabilities() *WiremeshCapabilities {
+	if x != nil {
+		return x.WiremeshCapabilities
+	}
+	return nil
+}
+
+// WiremeshCapabilities is sent by wiremesh agents only.
+type WiremeshCapabilities struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client applies SyncResponse.wiremeshDelta.
+	NetworkMapDeltas bool `protobuf:"varint,1,opt,name=networkMapDeltas,proto3" json:"networkMapDeltas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *WiremeshCapabilities) Reset() {
+	*x = WiremeshCapabilities{}
+	mi := &file_management_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WiremeshCapabilities) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WiremeshCapabilities) ProtoMessage() {}
+
+func (x *WiremeshCapabilities) ProtoReflect() protoreflect.Message {
+	mi := &file_management_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WiremeshCapabilities.ProtoReflect.Descriptor instead.
+func (*WiremeshCapabilities) Descriptor() ([]byte, []int) {
+	return file_management_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *WiremeshCapabilities) GetNetworkMapDeltas() bool {
+	if x != nil {
+		return x.NetworkMapDeltas
+	}
+	return false
+}
+
+// NetworkMapDelta turns the network map the client holds (at baseSerial)
+// into the map at serial. Sent only to clients that asked for deltas, in
+// place of a full NetworkMap, when just a few peers changed.
+type NetworkMapDelta struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	BaseSerial uint64                 `protobuf:"varint,1,opt,name=baseSerial,proto3" json:"baseSerial,omitempty"`
+	Serial     uint64                 `protobuf:"varint,2,opt,name=serial,proto3" json:"serial,omitempty"`
+	// Peers added to the map or whose config changed (matched by wgPubKey).
+	UpsertPeers []*RemotePeerConfig `protobuf:"bytes,3,rep,name=upsertPeers,proto3" json:"upsertPeers,omitempty"`
+	// WireGuard keys of peers leaving the map.
+	RemovedPeers []string `protobuf:"bytes,4,rep,name=removedPeers,proto3" json:"removedPeers,omitempty"`
+	// Firewall rules to add and to remove (a removed rule equals, field for
+	// field, one the client holds).
+	AddRules      []*FirewallRule `protobuf:"bytes,5,rep,name=addRules,proto3" json:"addRules,omitempty"`
+	RemoveRules   []*FirewallRule `protobuf:"bytes,6,rep,name=removeRules,proto3" json:"removeRules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkMapDelta) Reset() {
+	*x = NetworkMapDelta{}
+	mi := &file_management_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkMapDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkMapDelta) ProtoMessage() {}
+
+func (x *NetworkMapDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_management_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkMapDelta.ProtoReflect.Descriptor instead.
+func (*NetworkMapDelta) Descriptor() ([]byte, []int) {
+	return file_management_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *NetworkMapDelta) GetBaseSerial() uint64 {
+	if x != nil {
+		return x.BaseSerial
+	}
+	return 0
+}
+
+func (x *NetworkMapDelta) GetSerial() uint64 {
+	if x != nil {
+		return x.Serial
+	}
+	return 0
+}
+
+func (x *NetworkMapDelta) GetUpsertPeers() []*RemotePeerConfig {
+	if x != nil {
+		return x.UpsertPeers
+	}
+	return nil
+}
+
+func (x *NetworkMapDelta) GetRemovedPeers() []string {
+	if x != nil {
+		return x.RemovedPeers
+	}
+	return nil
+}
+
+func (x *NetworkMapDelta) GetAddRules() []*FirewallRule {
+	if x != nil {
+		return x.AddRules
+	}
+	return nil
+}
+
+func (x *NetworkMapDelta) GetRemoveRules() []*FirewallRule {
+	if x != nil {
+		return x.RemoveRules
+	}
+	return nil
+}
+
 type SyncMetaRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Meta          *PeerSystemMeta        `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
@@ -1356,7 +1503,7 @@ type SyncMetaRequest struct {
 
 func (x *SyncMetaRequest) Reset() {
 	*x = SyncMetaRequest{}
-	mi := &file_management_proto_msgTypes[12]
+	mi := &file_management_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1515,7 @@ func (x *SyncMetaRequest) String() string {
 func (*SyncMetaRequest) ProtoMessage() {}
 
 func (x *SyncMetaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[12]
+	mi := &file_management_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1528,7 @@ func (x *SyncMetaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncMetaRequest.ProtoReflect.Descriptor instead.
 func (*SyncMetaRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{12}
+	return file_management_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SyncMetaRequest) GetMeta() *PeerSystemMeta {
@@ -1402,13 +1549,16 @@ type SyncResponse struct {
 	SessionExpiresAt   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=sessionExpiresAt,proto3" json:"sessionExpiresAt,omitempty"`
 	NetworkMapEnvelope *NetworkMapEnvelope    `protobuf:"bytes,8,opt,name=NetworkMapEnvelope,proto3" json:"NetworkMapEnvelope,omitempty"`
 	Version            int32                  `protobuf:"varint,9,opt,name=Version,proto3" json:"Version,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// wiremesh extension: sent only to clients that announced
+	// WiremeshCapabilities.networkMapDeltas.
+	WiremeshDelta *NetworkMapDelta `protobuf:"bytes,1000,opt,name=wiremeshDelta,proto3" json:"wiremeshDelta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SyncResponse) Reset() {
 	*x = SyncResponse{}
-	mi := &file_management_proto_msgTypes[13]
+	mi := &file_management_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1570,7 @@ func (x *SyncResponse) String() string {
 func (*SyncResponse) ProtoMessage() {}
 
 func (x *SyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[13]
+	mi := &file_management_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1583,7 @@ func (x *SyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
 func (*SyncResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{13}
+	return file_management_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SyncResponse) GetNetbirdConfig() *NetbirdConfig {
@@ -1499,6 +1649,13 @@ func (x *SyncResponse) GetVersion() int32 {
 	return 0
 }
 
+func (x *SyncResponse) GetWiremeshDelta() *NetworkMapDelta {
+	if x != nil {
+		return x.WiremeshDelta
+	}
+	return nil
+}
+
 type NetbirdConfig struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Stuns         []*HostConfig          `protobuf:"bytes,1,rep,name=stuns,proto3" json:"stuns,omitempty"`
@@ -1513,7 +1670,7 @@ type NetbirdConfig struct {
 
 func (x *NetbirdConfig) Reset() {
 	*x = NetbirdConfig{}
-	mi := &file_management_proto_msgTypes[14]
+	mi := &file_management_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1682,7 @@ func (x *NetbirdConfig) String() string {
 func (*NetbirdConfig) ProtoMessage() {}
 
 func (x *NetbirdConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[14]
+	mi := &file_management_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1695,7 @@ func (x *NetbirdConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetbirdConfig.ProtoReflect.Descriptor instead.
 func (*NetbirdConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{14}
+	return file_management_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NetbirdConfig) GetStuns() []*HostConfig {
@@ -1593,7 +1750,7 @@ type HostConfig struct {
 
 func (x *HostConfig) Reset() {
 	*x = HostConfig{}
-	mi := &file_management_proto_msgTypes[15]
+	mi := &file_management_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +1762,7 @@ func (x *HostConfig) String() string {
 func (*HostConfig) ProtoMessage() {}
 
 func (x *HostConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[15]
+	mi := &file_management_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +1775,7 @@ func (x *HostConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostConfig.ProtoReflect.Descriptor instead.
 func (*HostConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{15}
+	return file_management_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HostConfig) GetUri() string {
@@ -1646,7 +1803,7 @@ type ProtectedHostConfig struct {
 
 func (x *ProtectedHostConfig) Reset() {
 	*x = ProtectedHostConfig{}
-	mi := &file_management_proto_msgTypes[16]
+	mi := &file_management_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1815,7 @@ func (x *ProtectedHostConfig) String() string {
 func (*ProtectedHostConfig) ProtoMessage() {}
 
 func (x *ProtectedHostConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[16]
+	mi := &file_management_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1828,7 @@ func (x *ProtectedHostConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProtectedHostConfig.ProtoReflect.Descriptor instead.
 func (*ProtectedHostConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{16}
+	return file_management_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ProtectedHostConfig) GetHostConfig() *HostConfig {
@@ -1706,7 +1863,7 @@ type RelayConfig struct {
 
 func (x *RelayConfig) Reset() {
 	*x = RelayConfig{}
-	mi := &file_management_proto_msgTypes[17]
+	mi := &file_management_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +1875,7 @@ func (x *RelayConfig) String() string {
 func (*RelayConfig) ProtoMessage() {}
 
 func (x *RelayConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[17]
+	mi := &file_management_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +1888,7 @@ func (x *RelayConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayConfig.ProtoReflect.Descriptor instead.
 func (*RelayConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{17}
+	return file_management_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RelayConfig) GetUrls() []string {
@@ -1771,7 +1928,7 @@ type FlowConfig struct {
 
 func (x *FlowConfig) Reset() {
 	*x = FlowConfig{}
-	mi := &file_management_proto_msgTypes[18]
+	mi := &file_management_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1940,7 @@ func (x *FlowConfig) String() string {
 func (*FlowConfig) ProtoMessage() {}
 
 func (x *FlowConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[18]
+	mi := &file_management_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1953,7 @@ func (x *FlowConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowConfig.ProtoReflect.Descriptor instead.
 func (*FlowConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{18}
+	return file_management_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FlowConfig) GetUrl() string {
@@ -1864,7 +2021,7 @@ type MetricsConfig struct {
 
 func (x *MetricsConfig) Reset() {
 	*x = MetricsConfig{}
-	mi := &file_management_proto_msgTypes[19]
+	mi := &file_management_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +2033,7 @@ func (x *MetricsConfig) String() string {
 func (*MetricsConfig) ProtoMessage() {}
 
 func (x *MetricsConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[19]
+	mi := &file_management_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +2046,7 @@ func (x *MetricsConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsConfig.ProtoReflect.Descriptor instead.
 func (*MetricsConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{19}
+	return file_management_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MetricsConfig) GetEnabled() bool {
@@ -1912,7 +2069,7 @@ type JWTConfig struct {
 
 func (x *JWTConfig) Reset() {
 	*x = JWTConfig{}
-	mi := &file_management_proto_msgTypes[20]
+	mi := &file_management_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2081,7 @@ func (x *JWTConfig) String() string {
 func (*JWTConfig) ProtoMessage() {}
 
 func (x *JWTConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[20]
+	mi := &file_management_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2094,7 @@ func (x *JWTConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JWTConfig.ProtoReflect.Descriptor instead.
 func (*JWTConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{20}
+	return file_management_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *JWTConfig) GetIssuer() string {
@@ -1992,7 +2149,7 @@ type PeerConfig struct {
 
 func (x *PeerConfig) Reset() {
 	*x = PeerConfig{}
-	mi := &file_management_proto_msgTypes[21]
+	mi := &file_management_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2004,7 +2161,7 @@ func (x *PeerConfig) String() string {
 func (*PeerConfig) ProtoMessage() {}
 
 func (x *PeerConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[21]
+	mi := &file_management_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2017,7 +2174,7 @@ func (x *PeerConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerConfig.ProtoReflect.Descriptor instead.
 func (*PeerConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{21}
+	return file_management_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PeerConfig) GetAddress() string {
@@ -2093,7 +2250,7 @@ type AutoUpdateSettings struct {
 
 func (x *AutoUpdateSettings) Reset() {
 	*x = AutoUpdateSettings{}
-	mi := &file_management_proto_msgTypes[22]
+	mi := &file_management_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2262,7 @@ func (x *AutoUpdateSettings) String() string {
 func (*AutoUpdateSettings) ProtoMessage() {}
 
 func (x *AutoUpdateSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[22]
+	mi := &file_management_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2275,7 @@ func (x *AutoUpdateSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoUpdateSettings.ProtoReflect.Descriptor instead.
 func (*AutoUpdateSettings) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{22}
+	return file_management_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AutoUpdateSettings) GetVersion() string {
@@ -2156,7 +2313,7 @@ type NetworkMap struct {
 
 func (x *NetworkMap) Reset() {
 	*x = NetworkMap{}
-	mi := &file_management_proto_msgTypes[23]
+	mi := &file_management_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2168,7 +2325,7 @@ func (x *NetworkMap) String() string {
 func (*NetworkMap) ProtoMessage() {}
 
 func (x *NetworkMap) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[23]
+	mi := &file_management_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2181,7 +2338,7 @@ func (x *NetworkMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkMap.ProtoReflect.Descriptor instead.
 func (*NetworkMap) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{23}
+	return file_management_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NetworkMap) GetSerial() uint64 {
@@ -2286,7 +2443,7 @@ type SSHAuth struct {
 
 func (x *SSHAuth) Reset() {
 	*x = SSHAuth{}
-	mi := &file_management_proto_msgTypes[24]
+	mi := &file_management_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2298,7 +2455,7 @@ func (x *SSHAuth) String() string {
 func (*SSHAuth) ProtoMessage() {}
 
 func (x *SSHAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[24]
+	mi := &file_management_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2311,7 +2468,7 @@ func (x *SSHAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SSHAuth.ProtoReflect.Descriptor instead.
 func (*SSHAuth) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{24}
+	return file_management_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SSHAuth) GetUserIDClaim() string {
@@ -2344,7 +2501,7 @@ type MachineUserIndexes struct {
 
 func (x *MachineUserIndexes) Reset() {
 	*x = MachineUserIndexes{}
-	mi := &file_management_proto_msgTypes[25]
+	mi := &file_management_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2513,7 @@ func (x *MachineUserIndexes) String() string {
 func (*MachineUserIndexes) ProtoMessage() {}
 
 func (x *MachineUserIndexes) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[25]
+	mi := &file_management_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2526,7 @@ func (x *MachineUserIndexes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineUserIndexes.ProtoReflect.Descriptor instead.
 func (*MachineUserIndexes) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{25}
+	return file_management_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MachineUserIndexes) GetIndexes() []uint32 {
@@ -2392,7 +2549,7 @@ type RemotePeerConfig struct {
 
 func (x *RemotePeerConfig) Reset() {
 	*x = RemotePeerConfig{}
-	mi := &file_management_proto_msgTypes[26]
+	mi := &file_management_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2561,7 @@ func (x *RemotePeerConfig) String() string {
 func (*RemotePeerConfig) ProtoMessage() {}
 
 func (x *RemotePeerConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[26]
+	mi := &file_management_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2574,7 @@ func (x *RemotePeerConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemotePeerConfig.ProtoReflect.Descriptor instead.
 func (*RemotePeerConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{26}
+	return file_management_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RemotePeerConfig) GetWgPubKey() string {
@@ -2466,7 +2623,7 @@ type SSHConfig struct {
 
 func (x *SSHConfig) Reset() {
 	*x = SSHConfig{}
-	mi := &file_management_proto_msgTypes[27]
+	mi := &file_management_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2478,7 +2635,7 @@ func (x *SSHConfig) String() string {
 func (*SSHConfig) ProtoMessage() {}
 
 func (x *SSHConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[27]
+	mi := &file_management_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2491,7 +2648,7 @@ func (x *SSHConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SSHConfig.ProtoReflect.Descriptor instead.
 func (*SSHConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{27}
+	return file_management_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SSHConfig) GetSshEnabled() bool {
@@ -2523,7 +2680,7 @@ type DeviceAuthorizationFlowRequest struct {
 
 func (x *DeviceAuthorizationFlowRequest) Reset() {
 	*x = DeviceAuthorizationFlowRequest{}
-	mi := &file_management_proto_msgTypes[28]
+	mi := &file_management_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2535,7 +2692,7 @@ func (x *DeviceAuthorizationFlowRequest) String() string {
 func (*DeviceAuthorizationFlowRequest) ProtoMessage() {}
 
 func (x *DeviceAuthorizationFlowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[28]
+	mi := &file_management_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2548,7 +2705,7 @@ func (x *DeviceAuthorizationFlowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAuthorizationFlowRequest.ProtoReflect.Descriptor instead.
 func (*DeviceAuthorizationFlowRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{28}
+	return file_management_proto_rawDescGZIP(), []int{30}
 }
 
 type DeviceAuthorizationFlow struct {
@@ -2561,7 +2718,7 @@ type DeviceAuthorizationFlow struct {
 
 func (x *DeviceAuthorizationFlow) Reset() {
 	*x = DeviceAuthorizationFlow{}
-	mi := &file_management_proto_msgTypes[29]
+	mi := &file_management_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +2730,7 @@ func (x *DeviceAuthorizationFlow) String() string {
 func (*DeviceAuthorizationFlow) ProtoMessage() {}
 
 func (x *DeviceAuthorizationFlow) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[29]
+	mi := &file_management_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +2743,7 @@ func (x *DeviceAuthorizationFlow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAuthorizationFlow.ProtoReflect.Descriptor instead.
 func (*DeviceAuthorizationFlow) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{29}
+	return file_management_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeviceAuthorizationFlow) GetProvider() DeviceAuthorizationFlowProvider {
@@ -2611,7 +2768,7 @@ type PKCEAuthorizationFlowRequest struct {
 
 func (x *PKCEAuthorizationFlowRequest) Reset() {
 	*x = PKCEAuthorizationFlowRequest{}
-	mi := &file_management_proto_msgTypes[30]
+	mi := &file_management_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +2780,7 @@ func (x *PKCEAuthorizationFlowRequest) String() string {
 func (*PKCEAuthorizationFlowRequest) ProtoMessage() {}
 
 func (x *PKCEAuthorizationFlowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[30]
+	mi := &file_management_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +2793,7 @@ func (x *PKCEAuthorizationFlowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKCEAuthorizationFlowRequest.ProtoReflect.Descriptor instead.
 func (*PKCEAuthorizationFlowRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{30}
+	return file_management_proto_rawDescGZIP(), []int{32}
 }
 
 type PKCEAuthorizationFlow struct {
@@ -2648,7 +2805,7 @@ type PKCEAuthorizationFlow struct {
 
 func (x *PKCEAuthorizationFlow) Reset() {
 	*x = PKCEAuthorizationFlow{}
-	mi := &file_management_proto_msgTypes[31]
+	mi := &file_management_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2660,7 +2817,7 @@ func (x *PKCEAuthorizationFlow) String() string {
 func (*PKCEAuthorizationFlow) ProtoMessage() {}
 
 func (x *PKCEAuthorizationFlow) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[31]
+	mi := &file_management_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2673,7 +2830,7 @@ func (x *PKCEAuthorizationFlow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKCEAuthorizationFlow.ProtoReflect.Descriptor instead.
 func (*PKCEAuthorizationFlow) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{31}
+	return file_management_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PKCEAuthorizationFlow) GetProviderConfig() *ProviderConfig {
@@ -2704,7 +2861,7 @@ type ProviderConfig struct {
 
 func (x *ProviderConfig) Reset() {
 	*x = ProviderConfig{}
-	mi := &file_management_proto_msgTypes[32]
+	mi := &file_management_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2716,7 +2873,7 @@ func (x *ProviderConfig) String() string {
 func (*ProviderConfig) ProtoMessage() {}
 
 func (x *ProviderConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[32]
+	mi := &file_management_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2729,7 +2886,7 @@ func (x *ProviderConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderConfig.ProtoReflect.Descriptor instead.
 func (*ProviderConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{32}
+	return file_management_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ProviderConfig) GetClientID() string {
@@ -2835,7 +2992,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_management_proto_msgTypes[33]
+	mi := &file_management_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2847,7 +3004,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[33]
+	mi := &file_management_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2860,7 +3017,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{33}
+	return file_management_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Route) GetID() string {
@@ -2945,7 +3102,7 @@ type DNSConfig struct {
 
 func (x *DNSConfig) Reset() {
 	*x = DNSConfig{}
-	mi := &file_management_proto_msgTypes[34]
+	mi := &file_management_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2957,7 +3114,7 @@ func (x *DNSConfig) String() string {
 func (*DNSConfig) ProtoMessage() {}
 
 func (x *DNSConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[34]
+	mi := &file_management_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2970,7 +3127,7 @@ func (x *DNSConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DNSConfig.ProtoReflect.Descriptor instead.
 func (*DNSConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{34}
+	return file_management_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DNSConfig) GetServiceEnable() bool {
@@ -3013,7 +3170,7 @@ type CustomZone struct {
 
 func (x *CustomZone) Reset() {
 	*x = CustomZone{}
-	mi := &file_management_proto_msgTypes[35]
+	mi := &file_management_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +3182,7 @@ func (x *CustomZone) String() string {
 func (*CustomZone) ProtoMessage() {}
 
 func (x *CustomZone) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[35]
+	mi := &file_management_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +3195,7 @@ func (x *CustomZone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustomZone.ProtoReflect.Descriptor instead.
 func (*CustomZone) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{35}
+	return file_management_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CustomZone) GetDomain() string {
@@ -3082,7 +3239,7 @@ type SimpleRecord struct {
 
 func (x *SimpleRecord) Reset() {
 	*x = SimpleRecord{}
-	mi := &file_management_proto_msgTypes[36]
+	mi := &file_management_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3251,7 @@ func (x *SimpleRecord) String() string {
 func (*SimpleRecord) ProtoMessage() {}
 
 func (x *SimpleRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[36]
+	mi := &file_management_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3264,7 @@ func (x *SimpleRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimpleRecord.ProtoReflect.Descriptor instead.
 func (*SimpleRecord) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{36}
+	return file_management_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SimpleRecord) GetName() string {
@@ -3157,7 +3314,7 @@ type NameServerGroup struct {
 
 func (x *NameServerGroup) Reset() {
 	*x = NameServerGroup{}
-	mi := &file_management_proto_msgTypes[37]
+	mi := &file_management_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3169,7 +3326,7 @@ func (x *NameServerGroup) String() string {
 func (*NameServerGroup) ProtoMessage() {}
 
 func (x *NameServerGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[37]
+	mi := &file_management_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3182,7 +3339,7 @@ func (x *NameServerGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NameServerGroup.ProtoReflect.Descriptor instead.
 func (*NameServerGroup) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{37}
+	return file_management_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *NameServerGroup) GetNameServers() []*NameServer {
@@ -3224,7 +3381,7 @@ type NameServer struct {
 
 func (x *NameServer) Reset() {
 	*x = NameServer{}
-	mi := &file_management_proto_msgTypes[38]
+	mi := &file_management_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3236,7 +3393,7 @@ func (x *NameServer) String() string {
 func (*NameServer) ProtoMessage() {}
 
 func (x *NameServer) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[38]
+	mi := &file_management_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3249,7 +3406,7 @@ func (x *NameServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NameServer.ProtoReflect.Descriptor instead.
 func (*NameServer) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{38}
+	return file_management_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NameServer) GetIP() string {
@@ -3290,7 +3447,7 @@ type FirewallRule struct {
 
 func (x *FirewallRule) Reset() {
 	*x = FirewallRule{}
-	mi := &file_management_proto_msgTypes[39]
+	mi := &file_management_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3302,7 +3459,7 @@ func (x *FirewallRule) String() string {
 func (*FirewallRule) ProtoMessage() {}
 
 func (x *FirewallRule) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[39]
+	mi := &file_management_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3315,7 +3472,7 @@ func (x *FirewallRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallRule.ProtoReflect.Descriptor instead.
 func (*FirewallRule) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{39}
+	return file_management_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FirewallRule) GetPeerIP() string {
@@ -3394,7 +3551,7 @@ type PortInfo struct {
 
 func (x *PortInfo) Reset() {
 	*x = PortInfo{}
-	mi := &file_management_proto_msgTypes[40]
+	mi := &file_management_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3406,7 +3563,7 @@ func (x *PortInfo) String() string {
 func (*PortInfo) ProtoMessage() {}
 
 func (x *PortInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[40]
+	mi := &file_management_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3419,7 +3576,7 @@ func (x *PortInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortInfo.ProtoReflect.Descriptor instead.
 func (*PortInfo) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{40}
+	return file_management_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PortInfo) GetPortSelection() isPortInfo_PortSelection {
@@ -3481,7 +3638,7 @@ type RouteFirewallRule struct {
 
 func (x *RouteFirewallRule) Reset() {
 	*x = RouteFirewallRule{}
-	mi := &file_management_proto_msgTypes[41]
+	mi := &file_management_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3493,7 +3650,7 @@ func (x *RouteFirewallRule) String() string {
 func (*RouteFirewallRule) ProtoMessage() {}
 
 func (x *RouteFirewallRule) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[41]
+	mi := &file_management_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3506,7 +3663,7 @@ func (x *RouteFirewallRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteFirewallRule.ProtoReflect.Descriptor instead.
 func (*RouteFirewallRule) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{41}
+	return file_management_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RouteFirewallRule) GetSourceRanges() []string {
@@ -3591,7 +3748,7 @@ type ForwardingRule struct {
 
 func (x *ForwardingRule) Reset() {
 	*x = ForwardingRule{}
-	mi := &file_management_proto_msgTypes[42]
+	mi := &file_management_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3603,7 +3760,7 @@ func (x *ForwardingRule) String() string {
 func (*ForwardingRule) ProtoMessage() {}
 
 func (x *ForwardingRule) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[42]
+	mi := &file_management_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3616,7 +3773,7 @@ func (x *ForwardingRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardingRule.ProtoReflect.Descriptor instead.
 func (*ForwardingRule) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{42}
+	return file_management_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ForwardingRule) GetProtocol() RuleProtocol {
@@ -3656,7 +3813,7 @@ type Checks struct {
 
 func (x *Checks) Reset() {
 	*x = Checks{}
-	mi := &file_management_proto_msgTypes[43]
+	mi := &file_management_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3668,7 +3825,7 @@ func (x *Checks) String() string {
 func (*Checks) ProtoMessage() {}
 
 func (x *Checks) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[43]
+	mi := &file_management_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3681,7 +3838,7 @@ func (x *Checks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checks.ProtoReflect.Descriptor instead.
 func (*Checks) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{43}
+	return file_management_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Checks) GetFiles() []string {
@@ -3701,7 +3858,7 @@ type ExtendAuthSessionRequest struct {
 
 func (x *ExtendAuthSessionRequest) Reset() {
 	*x = ExtendAuthSessionRequest{}
-	mi := &file_management_proto_msgTypes[44]
+	mi := &file_management_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3713,7 +3870,7 @@ func (x *ExtendAuthSessionRequest) String() string {
 func (*ExtendAuthSessionRequest) ProtoMessage() {}
 
 func (x *ExtendAuthSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[44]
+	mi := &file_management_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3726,7 +3883,7 @@ func (x *ExtendAuthSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendAuthSessionRequest.ProtoReflect.Descriptor instead.
 func (*ExtendAuthSessionRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{44}
+	return file_management_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ExtendAuthSessionRequest) GetJwtToken() string {
@@ -3752,7 +3909,7 @@ type ExtendAuthSessionResponse struct {
 
 func (x *ExtendAuthSessionResponse) Reset() {
 	*x = ExtendAuthSessionResponse{}
-	mi := &file_management_proto_msgTypes[45]
+	mi := &file_management_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3764,7 +3921,7 @@ func (x *ExtendAuthSessionResponse) String() string {
 func (*ExtendAuthSessionResponse) ProtoMessage() {}
 
 func (x *ExtendAuthSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[45]
+	mi := &file_management_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3777,7 +3934,7 @@ func (x *ExtendAuthSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendAuthSessionResponse.ProtoReflect.Descriptor instead.
 func (*ExtendAuthSessionResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{45}
+	return file_management_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ExtendAuthSessionResponse) GetSessionExpiresAt() *timestamppb.Timestamp {
@@ -3800,7 +3957,7 @@ type JobRequest struct {
 
 func (x *JobRequest) Reset() {
 	*x = JobRequest{}
-	mi := &file_management_proto_msgTypes[46]
+	mi := &file_management_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3812,7 +3969,7 @@ func (x *JobRequest) String() string {
 func (*JobRequest) ProtoMessage() {}
 
 func (x *JobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[46]
+	mi := &file_management_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3825,7 +3982,7 @@ func (x *JobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRequest.ProtoReflect.Descriptor instead.
 func (*JobRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{46}
+	return file_management_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *JobRequest) GetID() []byte {
@@ -3876,7 +4033,7 @@ type JobResponse struct {
 
 func (x *JobResponse) Reset() {
 	*x = JobResponse{}
-	mi := &file_management_proto_msgTypes[47]
+	mi := &file_management_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3888,7 +4045,7 @@ func (x *JobResponse) String() string {
 func (*JobResponse) ProtoMessage() {}
 
 func (x *JobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[47]
+	mi := &file_management_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3901,7 +4058,7 @@ func (x *JobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResponse.ProtoReflect.Descriptor instead.
 func (*JobResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{47}
+	return file_management_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *JobResponse) GetID() []byte {
@@ -3964,7 +4121,7 @@ type BundleParameters struct {
 
 func (x *BundleParameters) Reset() {
 	*x = BundleParameters{}
-	mi := &file_management_proto_msgTypes[48]
+	mi := &file_management_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3976,7 +4133,7 @@ func (x *BundleParameters) String() string {
 func (*BundleParameters) ProtoMessage() {}
 
 func (x *BundleParameters) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[48]
+	mi := &file_management_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3989,7 +4146,7 @@ func (x *BundleParameters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleParameters.ProtoReflect.Descriptor instead.
 func (*BundleParameters) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{48}
+	return file_management_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *BundleParameters) GetBundleFor() bool {
@@ -4036,7 +4193,7 @@ type BundleResult struct {
 
 func (x *BundleResult) Reset() {
 	*x = BundleResult{}
-	mi := &file_management_proto_msgTypes[49]
+	mi := &file_management_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4048,7 +4205,7 @@ func (x *BundleResult) String() string {
 func (*BundleResult) ProtoMessage() {}
 
 func (x *BundleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[49]
+	mi := &file_management_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4061,7 +4218,7 @@ func (x *BundleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleResult.ProtoReflect.Descriptor instead.
 func (*BundleResult) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{49}
+	return file_management_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *BundleResult) GetUploadKey() string {
@@ -4087,7 +4244,7 @@ type ExposeServiceRequest struct {
 
 func (x *ExposeServiceRequest) Reset() {
 	*x = ExposeServiceRequest{}
-	mi := &file_management_proto_msgTypes[50]
+	mi := &file_management_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4099,7 +4256,7 @@ func (x *ExposeServiceRequest) String() string {
 func (*ExposeServiceRequest) ProtoMessage() {}
 
 func (x *ExposeServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[50]
+	mi := &file_management_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4112,7 +4269,7 @@ func (x *ExposeServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExposeServiceRequest.ProtoReflect.Descriptor instead.
 func (*ExposeServiceRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{50}
+	return file_management_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ExposeServiceRequest) GetPort() uint32 {
@@ -4183,7 +4340,7 @@ type ExposeServiceResponse struct {
 
 func (x *ExposeServiceResponse) Reset() {
 	*x = ExposeServiceResponse{}
-	mi := &file_management_proto_msgTypes[51]
+	mi := &file_management_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4195,7 +4352,7 @@ func (x *ExposeServiceResponse) String() string {
 func (*ExposeServiceResponse) ProtoMessage() {}
 
 func (x *ExposeServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[51]
+	mi := &file_management_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4208,7 +4365,7 @@ func (x *ExposeServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExposeServiceResponse.ProtoReflect.Descriptor instead.
 func (*ExposeServiceResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{51}
+	return file_management_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ExposeServiceResponse) GetServiceName() string {
@@ -4248,7 +4405,7 @@ type RenewExposeRequest struct {
 
 func (x *RenewExposeRequest) Reset() {
 	*x = RenewExposeRequest{}
-	mi := &file_management_proto_msgTypes[52]
+	mi := &file_management_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4260,7 +4417,7 @@ func (x *RenewExposeRequest) String() string {
 func (*RenewExposeRequest) ProtoMessage() {}
 
 func (x *RenewExposeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[52]
+	mi := &file_management_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4273,7 +4430,7 @@ func (x *RenewExposeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewExposeRequest.ProtoReflect.Descriptor instead.
 func (*RenewExposeRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{52}
+	return file_management_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RenewExposeRequest) GetDomain() string {
@@ -4291,7 +4448,7 @@ type RenewExposeResponse struct {
 
 func (x *RenewExposeResponse) Reset() {
 	*x = RenewExposeResponse{}
-	mi := &file_management_proto_msgTypes[53]
+	mi := &file_management_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4303,7 +4460,7 @@ func (x *RenewExposeResponse) String() string {
 func (*RenewExposeResponse) ProtoMessage() {}
 
 func (x *RenewExposeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[53]
+	mi := &file_management_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4316,7 +4473,7 @@ func (x *RenewExposeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewExposeResponse.ProtoReflect.Descriptor instead.
 func (*RenewExposeResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{53}
+	return file_management_proto_rawDescGZIP(), []int{55}
 }
 
 type StopExposeRequest struct {
@@ -4328,7 +4485,7 @@ type StopExposeRequest struct {
 
 func (x *StopExposeRequest) Reset() {
 	*x = StopExposeRequest{}
-	mi := &file_management_proto_msgTypes[54]
+	mi := &file_management_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4340,7 +4497,7 @@ func (x *StopExposeRequest) String() string {
 func (*StopExposeRequest) ProtoMessage() {}
 
 func (x *StopExposeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[54]
+	mi := &file_management_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4353,7 +4510,7 @@ func (x *StopExposeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopExposeRequest.ProtoReflect.Descriptor instead.
 func (*StopExposeRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{54}
+	return file_management_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *StopExposeRequest) GetDomain() string {
@@ -4371,7 +4528,7 @@ type StopExposeResponse struct {
 
 func (x *StopExposeResponse) Reset() {
 	*x = StopExposeResponse{}
-	mi := &file_management_proto_msgTypes[55]
+	mi := &file_management_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4383,7 +4540,7 @@ func (x *StopExposeResponse) String() string {
 func (*StopExposeResponse) ProtoMessage() {}
 
 func (x *StopExposeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[55]
+	mi := &file_management_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4396,7 +4553,7 @@ func (x *StopExposeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopExposeResponse.ProtoReflect.Descriptor instead.
 func (*StopExposeResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{55}
+	return file_management_proto_rawDescGZIP(), []int{57}
 }
 
 // Component network-map format (SyncResponse.Version == 1). We always send
@@ -4414,7 +4571,7 @@ type NetworkMapEnvelope struct {
 
 func (x *NetworkMapEnvelope) Reset() {
 	*x = NetworkMapEnvelope{}
-	mi := &file_management_proto_msgTypes[56]
+	mi := &file_management_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4426,7 +4583,7 @@ func (x *NetworkMapEnvelope) String() string {
 func (*NetworkMapEnvelope) ProtoMessage() {}
 
 func (x *NetworkMapEnvelope) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[56]
+	mi := &file_management_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4439,7 +4596,7 @@ func (x *NetworkMapEnvelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkMapEnvelope.ProtoReflect.Descriptor instead.
 func (*NetworkMapEnvelope) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{56}
+	return file_management_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *NetworkMapEnvelope) GetPayload() isNetworkMapEnvelope_Payload {
@@ -4491,7 +4648,7 @@ type NetworkMapComponentsDelta struct {
 
 func (x *NetworkMapComponentsDelta) Reset() {
 	*x = NetworkMapComponentsDelta{}
-	mi := &file_management_proto_msgTypes[57]
+	mi := &file_management_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4503,7 +4660,7 @@ func (x *NetworkMapComponentsDelta) String() string {
 func (*NetworkMapComponentsDelta) ProtoMessage() {}
 
 func (x *NetworkMapComponentsDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[57]
+	mi := &file_management_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4516,7 +4673,7 @@ func (x *NetworkMapComponentsDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkMapComponentsDelta.ProtoReflect.Descriptor instead.
 func (*NetworkMapComponentsDelta) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{57}
+	return file_management_proto_rawDescGZIP(), []int{59}
 }
 
 type NetworkMapComponentsFull struct {
@@ -4552,7 +4709,7 @@ type NetworkMapComponentsFull struct {
 
 func (x *NetworkMapComponentsFull) Reset() {
 	*x = NetworkMapComponentsFull{}
-	mi := &file_management_proto_msgTypes[58]
+	mi := &file_management_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4564,7 +4721,7 @@ func (x *NetworkMapComponentsFull) String() string {
 func (*NetworkMapComponentsFull) ProtoMessage() {}
 
 func (x *NetworkMapComponentsFull) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[58]
+	mi := &file_management_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4577,7 +4734,7 @@ func (x *NetworkMapComponentsFull) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkMapComponentsFull.ProtoReflect.Descriptor instead.
 func (*NetworkMapComponentsFull) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{58}
+	return file_management_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *NetworkMapComponentsFull) GetSerial() uint64 {
@@ -4769,7 +4926,7 @@ type ProxyPatch struct {
 
 func (x *ProxyPatch) Reset() {
 	*x = ProxyPatch{}
-	mi := &file_management_proto_msgTypes[59]
+	mi := &file_management_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4781,7 +4938,7 @@ func (x *ProxyPatch) String() string {
 func (*ProxyPatch) ProtoMessage() {}
 
 func (x *ProxyPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[59]
+	mi := &file_management_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4794,7 +4951,7 @@ func (x *ProxyPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyPatch.ProtoReflect.Descriptor instead.
 func (*ProxyPatch) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{59}
+	return file_management_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ProxyPatch) GetPeers() []*RemotePeerConfig {
@@ -4849,7 +5006,7 @@ type AccountSettingsCompact struct {
 
 func (x *AccountSettingsCompact) Reset() {
 	*x = AccountSettingsCompact{}
-	mi := &file_management_proto_msgTypes[60]
+	mi := &file_management_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4861,7 +5018,7 @@ func (x *AccountSettingsCompact) String() string {
 func (*AccountSettingsCompact) ProtoMessage() {}
 
 func (x *AccountSettingsCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[60]
+	mi := &file_management_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4874,7 +5031,7 @@ func (x *AccountSettingsCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccountSettingsCompact.ProtoReflect.Descriptor instead.
 func (*AccountSettingsCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{60}
+	return file_management_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AccountSettingsCompact) GetPeerLoginExpirationEnabled() bool {
@@ -4904,7 +5061,7 @@ type AccountNetwork struct {
 
 func (x *AccountNetwork) Reset() {
 	*x = AccountNetwork{}
-	mi := &file_management_proto_msgTypes[61]
+	mi := &file_management_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4916,7 +5073,7 @@ func (x *AccountNetwork) String() string {
 func (*AccountNetwork) ProtoMessage() {}
 
 func (x *AccountNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[61]
+	mi := &file_management_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4929,7 +5086,7 @@ func (x *AccountNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccountNetwork.ProtoReflect.Descriptor instead.
 func (*AccountNetwork) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{61}
+	return file_management_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AccountNetwork) GetIdentifier() string {
@@ -4988,7 +5145,7 @@ type PeerCompact struct {
 
 func (x *PeerCompact) Reset() {
 	*x = PeerCompact{}
-	mi := &file_management_proto_msgTypes[62]
+	mi := &file_management_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5000,7 +5157,7 @@ func (x *PeerCompact) String() string {
 func (*PeerCompact) ProtoMessage() {}
 
 func (x *PeerCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[62]
+	mi := &file_management_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5013,7 +5170,7 @@ func (x *PeerCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerCompact.ProtoReflect.Descriptor instead.
 func (*PeerCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{62}
+	return file_management_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *PeerCompact) GetWgPubKey() []byte {
@@ -5128,7 +5285,7 @@ type PolicyCompact struct {
 
 func (x *PolicyCompact) Reset() {
 	*x = PolicyCompact{}
-	mi := &file_management_proto_msgTypes[63]
+	mi := &file_management_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5140,7 +5297,7 @@ func (x *PolicyCompact) String() string {
 func (*PolicyCompact) ProtoMessage() {}
 
 func (x *PolicyCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[63]
+	mi := &file_management_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5153,7 +5310,7 @@ func (x *PolicyCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyCompact.ProtoReflect.Descriptor instead.
 func (*PolicyCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{63}
+	return file_management_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *PolicyCompact) GetId() string {
@@ -5258,7 +5415,7 @@ type ResourceCompact struct {
 
 func (x *ResourceCompact) Reset() {
 	*x = ResourceCompact{}
-	mi := &file_management_proto_msgTypes[64]
+	mi := &file_management_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5270,7 +5427,7 @@ func (x *ResourceCompact) String() string {
 func (*ResourceCompact) ProtoMessage() {}
 
 func (x *ResourceCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[64]
+	mi := &file_management_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5283,7 +5440,7 @@ func (x *ResourceCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceCompact.ProtoReflect.Descriptor instead.
 func (*ResourceCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{64}
+	return file_management_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ResourceCompact) GetType() string {
@@ -5316,7 +5473,7 @@ type UserNameList struct {
 
 func (x *UserNameList) Reset() {
 	*x = UserNameList{}
-	mi := &file_management_proto_msgTypes[65]
+	mi := &file_management_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5328,7 +5485,7 @@ func (x *UserNameList) String() string {
 func (*UserNameList) ProtoMessage() {}
 
 func (x *UserNameList) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[65]
+	mi := &file_management_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5341,7 +5498,7 @@ func (x *UserNameList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserNameList.ProtoReflect.Descriptor instead.
 func (*UserNameList) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{65}
+	return file_management_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *UserNameList) GetNames() []string {
@@ -5362,7 +5519,7 @@ type GroupCompact struct {
 
 func (x *GroupCompact) Reset() {
 	*x = GroupCompact{}
-	mi := &file_management_proto_msgTypes[66]
+	mi := &file_management_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5374,7 +5531,7 @@ func (x *GroupCompact) String() string {
 func (*GroupCompact) ProtoMessage() {}
 
 func (x *GroupCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[66]
+	mi := &file_management_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5387,7 +5544,7 @@ func (x *GroupCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCompact.ProtoReflect.Descriptor instead.
 func (*GroupCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{66}
+	return file_management_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GroupCompact) GetId() string {
@@ -5420,7 +5577,7 @@ type DNSSettingsCompact struct {
 
 func (x *DNSSettingsCompact) Reset() {
 	*x = DNSSettingsCompact{}
-	mi := &file_management_proto_msgTypes[67]
+	mi := &file_management_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5432,7 +5589,7 @@ func (x *DNSSettingsCompact) String() string {
 func (*DNSSettingsCompact) ProtoMessage() {}
 
 func (x *DNSSettingsCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[67]
+	mi := &file_management_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5445,7 +5602,7 @@ func (x *DNSSettingsCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DNSSettingsCompact.ProtoReflect.Descriptor instead.
 func (*DNSSettingsCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{67}
+	return file_management_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DNSSettingsCompact) GetDisabledManagementGroupIds() []string {
@@ -5479,7 +5636,7 @@ type RouteRaw struct {
 
 func (x *RouteRaw) Reset() {
 	*x = RouteRaw{}
-	mi := &file_management_proto_msgTypes[68]
+	mi := &file_management_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5491,7 +5648,7 @@ func (x *RouteRaw) String() string {
 func (*RouteRaw) ProtoMessage() {}
 
 func (x *RouteRaw) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[68]
+	mi := &file_management_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5504,7 +5661,7 @@ func (x *RouteRaw) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRaw.ProtoReflect.Descriptor instead.
 func (*RouteRaw) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{68}
+	return file_management_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RouteRaw) GetId() string {
@@ -5634,7 +5791,7 @@ type NameServerGroupRaw struct {
 
 func (x *NameServerGroupRaw) Reset() {
 	*x = NameServerGroupRaw{}
-	mi := &file_management_proto_msgTypes[69]
+	mi := &file_management_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5646,7 +5803,7 @@ func (x *NameServerGroupRaw) String() string {
 func (*NameServerGroupRaw) ProtoMessage() {}
 
 func (x *NameServerGroupRaw) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[69]
+	mi := &file_management_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5659,7 +5816,7 @@ func (x *NameServerGroupRaw) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NameServerGroupRaw.ProtoReflect.Descriptor instead.
 func (*NameServerGroupRaw) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{69}
+	return file_management_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *NameServerGroupRaw) GetId() string {
@@ -5728,7 +5885,7 @@ type NetworkResourceRaw struct {
 
 func (x *NetworkResourceRaw) Reset() {
 	*x = NetworkResourceRaw{}
-	mi := &file_management_proto_msgTypes[70]
+	mi := &file_management_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5740,7 +5897,7 @@ func (x *NetworkResourceRaw) String() string {
 func (*NetworkResourceRaw) ProtoMessage() {}
 
 func (x *NetworkResourceRaw) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[70]
+	mi := &file_management_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5753,7 +5910,7 @@ func (x *NetworkResourceRaw) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkResourceRaw.ProtoReflect.Descriptor instead.
 func (*NetworkResourceRaw) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{70}
+	return file_management_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *NetworkResourceRaw) GetId() string {
@@ -5828,7 +5985,7 @@ type NetworkRouterList struct {
 
 func (x *NetworkRouterList) Reset() {
 	*x = NetworkRouterList{}
-	mi := &file_management_proto_msgTypes[71]
+	mi := &file_management_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5840,7 +5997,7 @@ func (x *NetworkRouterList) String() string {
 func (*NetworkRouterList) ProtoMessage() {}
 
 func (x *NetworkRouterList) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[71]
+	mi := &file_management_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5853,7 +6010,7 @@ func (x *NetworkRouterList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkRouterList.ProtoReflect.Descriptor instead.
 func (*NetworkRouterList) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{71}
+	return file_management_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *NetworkRouterList) GetEntries() []*NetworkRouterEntry {
@@ -5878,7 +6035,7 @@ type NetworkRouterEntry struct {
 
 func (x *NetworkRouterEntry) Reset() {
 	*x = NetworkRouterEntry{}
-	mi := &file_management_proto_msgTypes[72]
+	mi := &file_management_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5890,7 +6047,7 @@ func (x *NetworkRouterEntry) String() string {
 func (*NetworkRouterEntry) ProtoMessage() {}
 
 func (x *NetworkRouterEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[72]
+	mi := &file_management_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5903,7 +6060,7 @@ func (x *NetworkRouterEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkRouterEntry.ProtoReflect.Descriptor instead.
 func (*NetworkRouterEntry) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{72}
+	return file_management_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *NetworkRouterEntry) GetId() string {
@@ -5964,7 +6121,7 @@ type PolicyIds struct {
 
 func (x *PolicyIds) Reset() {
 	*x = PolicyIds{}
-	mi := &file_management_proto_msgTypes[73]
+	mi := &file_management_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5976,7 +6133,7 @@ func (x *PolicyIds) String() string {
 func (*PolicyIds) ProtoMessage() {}
 
 func (x *PolicyIds) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[73]
+	mi := &file_management_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5989,7 +6146,7 @@ func (x *PolicyIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyIds.ProtoReflect.Descriptor instead.
 func (*PolicyIds) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{73}
+	return file_management_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *PolicyIds) GetIds() []string {
@@ -6008,7 +6165,7 @@ type UserIDList struct {
 
 func (x *UserIDList) Reset() {
 	*x = UserIDList{}
-	mi := &file_management_proto_msgTypes[74]
+	mi := &file_management_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6020,7 +6177,7 @@ func (x *UserIDList) String() string {
 func (*UserIDList) ProtoMessage() {}
 
 func (x *UserIDList) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[74]
+	mi := &file_management_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6033,7 +6190,7 @@ func (x *UserIDList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserIDList.ProtoReflect.Descriptor instead.
 func (*UserIDList) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{74}
+	return file_management_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *UserIDList) GetUserIds() []string {
@@ -6052,7 +6209,7 @@ type PeerIndexSet struct {
 
 func (x *PeerIndexSet) Reset() {
 	*x = PeerIndexSet{}
-	mi := &file_management_proto_msgTypes[75]
+	mi := &file_management_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6064,7 +6221,7 @@ func (x *PeerIndexSet) String() string {
 func (*PeerIndexSet) ProtoMessage() {}
 
 func (x *PeerIndexSet) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[75]
+	mi := &file_management_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6077,7 +6234,7 @@ func (x *PeerIndexSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerIndexSet.ProtoReflect.Descriptor instead.
 func (*PeerIndexSet) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{75}
+	return file_management_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *PeerIndexSet) GetPeerIndexes() []uint32 {
@@ -6097,7 +6254,7 @@ type PortInfo_Range struct {
 
 func (x *PortInfo_Range) Reset() {
 	*x = PortInfo_Range{}
-	mi := &file_management_proto_msgTypes[77]
+	mi := &file_management_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6109,7 +6266,7 @@ func (x *PortInfo_Range) String() string {
 func (*PortInfo_Range) ProtoMessage() {}
 
 func (x *PortInfo_Range) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[77]
+	mi := &file_management_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6122,7 +6279,7 @@ func (x *PortInfo_Range) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortInfo_Range.ProtoReflect.Descriptor instead.
 func (*PortInfo_Range) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{40, 0}
+	return file_management_proto_rawDescGZIP(), []int{42, 0}
 }
 
 func (x *PortInfo_Range) GetStart() uint32 {
@@ -6220,11 +6377,23 @@ const file_management_proto_rawDesc = "" +
 	"peerConfig\x18\x02 \x01(\v2\x16.management.PeerConfigR\n" +
 	"peerConfig\x12*\n" +
 	"\x06Checks\x18\x03 \x03(\v2\x12.management.ChecksR\x06Checks\x12F\n" +
-	"\x10sessionExpiresAt\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x10sessionExpiresAt\"=\n" +
+	"\x10sessionExpiresAt\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x10sessionExpiresAt\"\x94\x01\n" +
 	"\vSyncRequest\x12.\n" +
-	"\x04meta\x18\x01 \x01(\v2\x1a.management.PeerSystemMetaR\x04meta\"A\n" +
+	"\x04meta\x18\x01 \x01(\v2\x1a.management.PeerSystemMetaR\x04meta\x12U\n" +
+	"\x14wiremeshCapabilities\x18\xe8\a \x01(\v2 .management.WiremeshCapabilitiesR\x14wiremeshCapabilities\"B\n" +
+	"\x14WiremeshCapabilities\x12*\n" +
+	"\x10networkMapDeltas\x18\x01 \x01(\bR\x10networkMapDeltas\"\x9f\x02\n" +
+	"\x0fNetworkMapDelta\x12\x1e\n" +
+	"\n" +
+	"baseSerial\x18\x01 \x01(\x04R\n" +
+	"baseSerial\x12\x16\n" +
+	"\x06serial\x18\x02 \x01(\x04R\x06serial\x12>\n" +
+	"\vupsertPeers\x18\x03 \x03(\v2\x1c.management.RemotePeerConfigR\vupsertPeers\x12\"\n" +
+	"\fremovedPeers\x18\x04 \x03(\tR\fremovedPeers\x124\n" +
+	"\baddRules\x18\x05 \x03(\v2\x18.management.FirewallRuleR\baddRules\x12:\n" +
+	"\vremoveRules\x18\x06 \x03(\v2\x18.management.FirewallRuleR\vremoveRules\"A\n" +
 	"\x0fSyncMetaRequest\x12.\n" +
-	"\x04meta\x18\x01 \x01(\v2\x1a.management.PeerSystemMetaR\x04meta\"\x8d\x04\n" +
+	"\x04meta\x18\x01 \x01(\v2\x1a.management.PeerSystemMetaR\x04meta\"\xd1\x04\n" +
 	"\fSyncResponse\x12?\n" +
 	"\rnetbirdConfig\x18\x01 \x01(\v2\x19.management.NetbirdConfigR\rnetbirdConfig\x126\n" +
 	"\n" +
@@ -6238,7 +6407,8 @@ const file_management_proto_rawDesc = "" +
 	"\x06Checks\x18\x06 \x03(\v2\x12.management.ChecksR\x06Checks\x12F\n" +
 	"\x10sessionExpiresAt\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x10sessionExpiresAt\x12N\n" +
 	"\x12NetworkMapEnvelope\x18\b \x01(\v2\x1e.management.NetworkMapEnvelopeR\x12NetworkMapEnvelope\x12\x18\n" +
-	"\aVersion\x18\t \x01(\x05R\aVersion\"\xb4\x02\n" +
+	"\aVersion\x18\t \x01(\x05R\aVersion\x12B\n" +
+	"\rwiremeshDelta\x18\xe8\a \x01(\v2\x1b.management.NetworkMapDeltaR\rwiremeshDelta\"\xb4\x02\n" +
 	"\rNetbirdConfig\x12,\n" +
 	"\x05stuns\x18\x01 \x03(\v2\x16.management.HostConfigR\x05stuns\x125\n" +
 	"\x05turns\x18\x02 \x03(\v2\x1f.management.ProtectedHostConfigR\x05turns\x12.\n" +
@@ -6740,7 +6910,7 @@ func file_management_proto_rawDescGZIP() []byte {
 }
 
 var file_management_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_management_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
+var file_management_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
 var file_management_proto_goTypes = []any{
 	(PeerCapability)(0),                    // 0: management.PeerCapability
 	(RuleProtocol)(0),                      // 1: management.RuleProtocol
@@ -6762,82 +6932,84 @@ var file_management_proto_goTypes = []any{
 	(*Flags)(nil),                          // 17: management.Flags
 	(*LoginResponse)(nil),                  // 18: management.LoginResponse
 	(*SyncRequest)(nil),                    // 19: management.SyncRequest
-	(*SyncMetaRequest)(nil),                // 20: management.SyncMetaRequest
-	(*SyncResponse)(nil),                   // 21: management.SyncResponse
-	(*NetbirdConfig)(nil),                  // 22: management.NetbirdConfig
-	(*HostConfig)(nil),                     // 23: management.HostConfig
-	(*ProtectedHostConfig)(nil),            // 24: management.ProtectedHostConfig
-	(*RelayConfig)(nil),                    // 25: management.RelayConfig
-	(*FlowConfig)(nil),                     // 26: management.FlowConfig
-	(*MetricsConfig)(nil),                  // 27: management.MetricsConfig
-	(*JWTConfig)(nil),                      // 28: management.JWTConfig
-	(*PeerConfig)(nil),                     // 29: management.PeerConfig
-	(*AutoUpdateSettings)(nil),             // 30: management.AutoUpdateSettings
-	(*NetworkMap)(nil),                     // 31: management.NetworkMap
-	(*SSHAuth)(nil),                        // 32: management.SSHAuth
-	(*MachineUserIndexes)(nil),             // 33: management.MachineUserIndexes
-	(*RemotePeerConfig)(nil),               // 34: management.RemotePeerConfig
-	(*SSHConfig)(nil),                      // 35: management.SSHConfig
-	(*DeviceAuthorizationFlowRequest)(nil), // 36: management.DeviceAuthorizationFlowRequest
-	(*DeviceAuthorizationFlow)(nil),        // 37: management.DeviceAuthorizationFlow
-	(*PKCEAuthorizationFlowRequest)(nil),   // 38: management.PKCEAuthorizationFlowRequest
-	(*PKCEAuthorizationFlow)(nil),          // 39: management.PKCEAuthorizationFlow
-	(*ProviderConfig)(nil),                 // 40: management.ProviderConfig
-	(*Route)(nil),                          // 41: management.Route
-	(*DNSConfig)(nil),                      // 42: management.DNSConfig
-	(*CustomZone)(nil),                     // 43: management.CustomZone
-	(*SimpleRecord)(nil),                   // 44: management.SimpleRecord
-	(*NameServerGroup)(nil),                // 45: management.NameServerGroup
-	(*NameServer)(nil),                     // 46: management.NameServer
-	(*FirewallRule)(nil),                   // 47: management.FirewallRule
-	(*PortInfo)(nil),                       // 48: management.PortInfo
-	(*RouteFirewallRule)(nil),              // 49: management.RouteFirewallRule
-	(*ForwardingRule)(nil),                 // 50: management.ForwardingRule
-	(*Checks)(nil),                         // 51: management.Checks
-	(*ExtendAuthSessionRequest)(nil),       // 52: management.ExtendAuthSessionRequest
-	(*ExtendAuthSessionResponse)(nil),      // 53: management.ExtendAuthSessionResponse
-	(*JobRequest)(nil),                     // 54: management.JobRequest
-	(*JobResponse)(nil),                    // 55: management.JobResponse
-	(*BundleParameters)(nil),               // 56: management.BundleParameters
-	(*BundleResult)(nil),                   // 57: management.BundleResult
-	(*ExposeServiceRequest)(nil),           // 58: management.ExposeServiceRequest
-	(*ExposeServiceResponse)(nil),          // 59: management.ExposeServiceResponse
-	(*RenewExposeRequest)(nil),             // 60: management.RenewExposeRequest
-	(*RenewExposeResponse)(nil),            // 61: management.RenewExposeResponse
-	(*StopExposeRequest)(nil),              // 62: management.StopExposeRequest
-	(*StopExposeResponse)(nil),             // 63: management.StopExposeResponse
-	(*NetworkMapEnvelope)(nil),             // 64: management.NetworkMapEnvelope
-	(*NetworkMapComponentsDelta)(nil),      // 65: management.NetworkMapComponentsDelta
-	(*NetworkMapComponentsFull)(nil),       // 66: management.NetworkMapComponentsFull
-	(*ProxyPatch)(nil),                     // 67: management.ProxyPatch
-	(*AccountSettingsCompact)(nil),         // 68: management.AccountSettingsCompact
-	(*AccountNetwork)(nil),                 // 69: management.AccountNetwork
-	(*PeerCompact)(nil),                    // 70: management.PeerCompact
-	(*PolicyCompact)(nil),                  // 71: management.PolicyCompact
-	(*ResourceCompact)(nil),                // 72: management.ResourceCompact
-	(*UserNameList)(nil),                   // 73: management.UserNameList
-	(*GroupCompact)(nil),                   // 74: management.GroupCompact
-	(*DNSSettingsCompact)(nil),             // 75: management.DNSSettingsCompact
-	(*RouteRaw)(nil),                       // 76: management.RouteRaw
-	(*NameServerGroupRaw)(nil),             // 77: management.NameServerGroupRaw
-	(*NetworkResourceRaw)(nil),             // 78: management.NetworkResourceRaw
-	(*NetworkRouterList)(nil),              // 79: management.NetworkRouterList
-	(*NetworkRouterEntry)(nil),             // 80: management.NetworkRouterEntry
-	(*PolicyIds)(nil),                      // 81: management.PolicyIds
-	(*UserIDList)(nil),                     // 82: management.UserIDList
-	(*PeerIndexSet)(nil),                   // 83: management.PeerIndexSet
-	nil,                                    // 84: management.SSHAuth.MachineUsersEntry
-	(*PortInfo_Range)(nil),                 // 85: management.PortInfo.Range
-	nil,                                    // 86: management.NetworkMapComponentsFull.RoutersMapEntry
-	nil,                                    // 87: management.NetworkMapComponentsFull.ResourcePoliciesMapEntry
-	nil,                                    // 88: management.NetworkMapComponentsFull.GroupIdToUserIdsEntry
-	nil,                                    // 89: management.NetworkMapComponentsFull.PostureFailedPeersEntry
-	nil,                                    // 90: management.PolicyCompact.AuthorizedGroupsEntry
-	(*timestamppb.Timestamp)(nil),          // 91: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 92: google.protobuf.Duration
+	(*WiremeshCapabilities)(nil),           // 20: management.WiremeshCapabilities
+	(*NetworkMapDelta)(nil),                // 21: management.NetworkMapDelta
+	(*SyncMetaRequest)(nil),                // 22: management.SyncMetaRequest
+	(*SyncResponse)(nil),                   // 23: management.SyncResponse
+	(*NetbirdConfig)(nil),                  // 24: management.NetbirdConfig
+	(*HostConfig)(nil),                     // 25: management.HostConfig
+	(*ProtectedHostConfig)(nil),            // 26: management.ProtectedHostConfig
+	(*RelayConfig)(nil),                    // 27: management.RelayConfig
+	(*FlowConfig)(nil),                     // 28: management.FlowConfig
+	(*MetricsConfig)(nil),                  // 29: management.MetricsConfig
+	(*JWTConfig)(nil),                      // 30: management.JWTConfig
+	(*PeerConfig)(nil),                     // 31: management.PeerConfig
+	(*AutoUpdateSettings)(nil),             // 32: management.AutoUpdateSettings
+	(*NetworkMap)(nil),                     // 33: management.NetworkMap
+	(*SSHAuth)(nil),                        // 34: management.SSHAuth
+	(*MachineUserIndexes)(nil),             // 35: management.MachineUserIndexes
+	(*RemotePeerConfig)(nil),               // 36: management.RemotePeerConfig
+	(*SSHConfig)(nil),                      // 37: management.SSHConfig
+	(*DeviceAuthorizationFlowRequest)(nil), // 38: management.DeviceAuthorizationFlowRequest
+	(*DeviceAuthorizationFlow)(nil),        // 39: management.DeviceAuthorizationFlow
+	(*PKCEAuthorizationFlowRequest)(nil),   // 40: management.PKCEAuthorizationFlowRequest
+	(*PKCEAuthorizationFlow)(nil),          // 41: management.PKCEAuthorizationFlow
+	(*ProviderConfig)(nil),                 // 42: management.ProviderConfig
+	(*Route)(nil),                          // 43: management.Route
+	(*DNSConfig)(nil),                      // 44: management.DNSConfig
+	(*CustomZone)(nil),                     // 45: management.CustomZone
+	(*SimpleRecord)(nil),                   // 46: management.SimpleRecord
+	(*NameServerGroup)(nil),                // 47: management.NameServerGroup
+	(*NameServer)(nil),                     // 48: management.NameServer
+	(*FirewallRule)(nil),                   // 49: management.FirewallRule
+	(*PortInfo)(nil),                       // 50: management.PortInfo
+	(*RouteFirewallRule)(nil),              // 51: management.RouteFirewallRule
+	(*ForwardingRule)(nil),                 // 52: management.ForwardingRule
+	(*Checks)(nil),                         // 53: management.Checks
+	(*ExtendAuthSessionRequest)(nil),       // 54: management.ExtendAuthSessionRequest
+	(*ExtendAuthSessionResponse)(nil),      // 55: management.ExtendAuthSessionResponse
+	(*JobRequest)(nil),                     // 56: management.JobRequest
+	(*JobResponse)(nil),                    // 57: management.JobResponse
+	(*BundleParameters)(nil),               // 58: management.BundleParameters
+	(*BundleResult)(nil),                   // 59: management.BundleResult
+	(*ExposeServiceRequest)(nil),           // 60: management.ExposeServiceRequest
+	(*ExposeServiceResponse)(nil),          // 61: management.ExposeServiceResponse
+	(*RenewExposeRequest)(nil),             // 62: management.RenewExposeRequest
+	(*RenewExposeResponse)(nil),            // 63: management.RenewExposeResponse
+	(*StopExposeRequest)(nil),              // 64: management.StopExposeRequest
+	(*StopExposeResponse)(nil),             // 65: management.StopExposeResponse
+	(*NetworkMapEnvelope)(nil),             // 66: management.NetworkMapEnvelope
+	(*NetworkMapComponentsDelta)(nil),      // 67: management.NetworkMapComponentsDelta
+	(*NetworkMapComponentsFull)(nil),       // 68: management.NetworkMapComponentsFull
+	(*ProxyPatch)(nil),                     // 69: management.ProxyPatch
+	(*AccountSettingsCompact)(nil),         // 70: management.AccountSettingsCompact
+	(*AccountNetwork)(nil),                 // 71: management.AccountNetwork
+	(*PeerCompact)(nil),                    // 72: management.PeerCompact
+	(*PolicyCompact)(nil),                  // 73: management.PolicyCompact
+	(*ResourceCompact)(nil),                // 74: management.ResourceCompact
+	(*UserNameList)(nil),                   // 75: management.UserNameList
+	(*GroupCompact)(nil),                   // 76: management.GroupCompact
+	(*DNSSettingsCompact)(nil),             // 77: management.DNSSettingsCompact
+	(*RouteRaw)(nil),                       // 78: management.RouteRaw
+	(*NameServerGroupRaw)(nil),             // 79: management.NameServerGroupRaw
+	(*NetworkResourceRaw)(nil),             // 80: management.NetworkResourceRaw
+	(*NetworkRouterList)(nil),              // 81: management.NetworkRouterList
+	(*NetworkRouterEntry)(nil),             // 82: management.NetworkRouterEntry
+	(*PolicyIds)(nil),                      // 83: management.PolicyIds
+	(*UserIDList)(nil),                     // 84: management.UserIDList
+	(*PeerIndexSet)(nil),                   // 85: management.PeerIndexSet
+	nil,                                    // 86: management.SSHAuth.MachineUsersEntry
+	(*PortInfo_Range)(nil),                 // 87: management.PortInfo.Range
+	nil,                                    // 88: management.NetworkMapComponentsFull.RoutersMapEntry
+	nil,                                    // 89: management.NetworkMapComponentsFull.ResourcePoliciesMapEntry
+	nil,                                    // 90: management.NetworkMapComponentsFull.GroupIdToUserIdsEntry
+	nil,                                    // 91: management.NetworkMapComponentsFull.PostureFailedPeersEntry
+	nil,                                    // 92: management.PolicyCompact.AuthorizedGroupsEntry
+	(*timestamppb.Timestamp)(nil),          // 93: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 94: google.protobuf.Duration
 }
 var file_management_proto_depIdxs = []int32{
-	91,  // 0: management.ServerKeyResponse.expiresAt:type_name -> google.protobuf.Timestamp
+	93,  // 0: management.ServerKeyResponse.expiresAt:type_name -> google.protobuf.Timestamp
 	13,  // 1: management.LoginRequest.meta:type_name -> management.PeerSystemMeta
 	12,  // 2: management.LoginRequest.peerKeys:type_name -> management.PeerKeys
 	14,  // 3: management.PeerSystemMeta.networkAddresses:type_name -> management.NetworkAddress
@@ -6845,136 +7017,141 @@ var file_management_proto_depIdxs = []int32{
 	16,  // 5: management.PeerSystemMeta.files:type_name -> management.File
 	17,  // 6: management.PeerSystemMeta.flags:type_name -> management.Flags
 	0,   // 7: management.PeerSystemMeta.capabilities:type_name -> management.PeerCapability
-	22,  // 8: management.LoginResponse.netbirdConfig:type_name -> management.NetbirdConfig
-	29,  // 9: management.LoginResponse.peerConfig:type_name -> management.PeerConfig
-	51,  // 10: management.LoginResponse.Checks:type_name -> management.Checks
-	91,  // 11: management.LoginResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
+	24,  // 8: management.LoginResponse.netbirdConfig:type_name -> management.NetbirdConfig
+	31,  // 9: management.LoginResponse.peerConfig:type_name -> management.PeerConfig
+	53,  // 10: management.LoginResponse.Checks:type_name -> management.Checks
+	93,  // 11: management.LoginResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
 	13,  // 12: management.SyncRequest.meta:type_name -> management.PeerSystemMeta
-	13,  // 13: management.SyncMetaRequest.meta:type_name -> management.PeerSystemMeta
-	22,  // 14: management.SyncResponse.netbirdConfig:type_name -> management.NetbirdConfig
-	29,  // 15: management.SyncResponse.peerConfig:type_name -> management.PeerConfig
-	34,  // 16: management.SyncResponse.remotePeers:type_name -> management.RemotePeerConfig
-	31,  // 17: management.SyncResponse.NetworkMap:type_name -> management.NetworkMap
-	51,  // 18: management.SyncResponse.Checks:type_name -> management.Checks
-	91,  // 19: management.SyncResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
-	64,  // 20: management.SyncResponse.NetworkMapEnvelope:type_name -> management.NetworkMapEnvelope
-	23,  // 21: management.NetbirdConfig.stuns:type_name -> management.HostConfig
-	24,  // 22: management.NetbirdConfig.turns:type_name -> management.ProtectedHostConfig
-	23,  // 23: management.NetbirdConfig.signal:type_name -> management.HostConfig
-	25,  // 24: management.NetbirdConfig.relay:type_name -> management.RelayConfig
-	26,  // 25: management.NetbirdConfig.flow:type_name -> management.FlowConfig
-	27,  // 26: management.NetbirdConfig.metrics:type_name -> management.MetricsConfig
-	6,   // 27: management.HostConfig.protocol:type_name -> management.HostConfig.Protocol
-	23,  // 28: management.ProtectedHostConfig.hostConfig:type_name -> management.HostConfig
-	92,  // 29: management.FlowConfig.interval:type_name -> google.protobuf.Duration
-	35,  // 30: management.PeerConfig.sshConfig:type_name -> management.SSHConfig
-	30,  // 31: management.PeerConfig.autoUpdate:type_name -> management.AutoUpdateSettings
-	29,  // 32: management.NetworkMap.peerConfig:type_name -> management.PeerConfig
-	34,  // 33: management.NetworkMap.remotePeers:type_name -> management.RemotePeerConfig
-	41,  // 34: management.NetworkMap.Routes:type_name -> management.Route
-	42,  // 35: management.NetworkMap.DNSConfig:type_name -> management.DNSConfig
-	34,  // 36: management.NetworkMap.offlinePeers:type_name -> management.RemotePeerConfig
-	47,  // 37: management.NetworkMap.FirewallRules:type_name -> management.FirewallRule
-	49,  // 38: management.NetworkMap.routesFirewallRules:type_name -> management.RouteFirewallRule
-	50,  // 39: management.NetworkMap.forwardingRules:type_name -> management.ForwardingRule
-	32,  // 40: management.NetworkMap.sshAuth:type_name -> management.SSHAuth
-	84,  // 41: management.SSHAuth.machine_users:type_name -> management.SSHAuth.MachineUsersEntry
-	35,  // 42: management.RemotePeerConfig.sshConfig:type_name -> management.SSHConfig
-	28,  // 43: management.SSHConfig.jwtConfig:type_name -> management.JWTConfig
-	7,   // 44: management.DeviceAuthorizationFlow.Provider:type_name -> management.DeviceAuthorizationFlow.provider
-	40,  // 45: management.DeviceAuthorizationFlow.ProviderConfig:type_name -> management.ProviderConfig
-	40,  // 46: management.PKCEAuthorizationFlow.ProviderConfig:type_name -> management.ProviderConfig
-	45,  // 47: management.DNSConfig.NameServerGroups:type_name -> management.NameServerGroup
-	43,  // 48: management.DNSConfig.CustomZones:type_name -> management.CustomZone
-	44,  // 49: management.CustomZone.Records:type_name -> management.SimpleRecord
-	46,  // 50: management.NameServerGroup.NameServers:type_name -> management.NameServer
-	2,   // 51: management.FirewallRule.Direction:type_name -> management.RuleDirection
-	3,   // 52: management.FirewallRule.Action:type_name -> management.RuleAction
-	1,   // 53: management.FirewallRule.Protocol:type_name -> management.RuleProtocol
-	48,  // 54: management.FirewallRule.PortInfo:type_name -> management.PortInfo
-	85,  // 55: management.PortInfo.range:type_name -> management.PortInfo.Range
-	3,   // 56: management.RouteFirewallRule.action:type_name -> management.RuleAction
-	1,   // 57: management.RouteFirewallRule.protocol:type_name -> management.RuleProtocol
-	48,  // 58: management.RouteFirewallRule.portInfo:type_name -> management.PortInfo
-	1,   // 59: management.ForwardingRule.protocol:type_name -> management.RuleProtocol
-	48,  // 60: management.ForwardingRule.destinationPort:type_name -> management.PortInfo
-	48,  // 61: management.ForwardingRule.translatedPort:type_name -> management.PortInfo
-	13,  // 62: management.ExtendAuthSessionRequest.meta:type_name -> management.PeerSystemMeta
-	91,  // 63: management.ExtendAuthSessionResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
-	56,  // 64: management.JobRequest.bundle:type_name -> management.BundleParameters
-	4,   // 65: management.JobResponse.status:type_name -> management.JobStatus
-	57,  // 66: management.JobResponse.bundle:type_name -> management.BundleResult
-	5,   // 67: management.ExposeServiceRequest.protocol:type_name -> management.ExposeProtocol
-	66,  // 68: management.NetworkMapEnvelope.full:type_name -> management.NetworkMapComponentsFull
-	65,  // 69: management.NetworkMapEnvelope.delta:type_name -> management.NetworkMapComponentsDelta
-	29,  // 70: management.NetworkMapComponentsFull.peer_config:type_name -> management.PeerConfig
-	69,  // 71: management.NetworkMapComponentsFull.network:type_name -> management.AccountNetwork
-	68,  // 72: management.NetworkMapComponentsFull.account_settings:type_name -> management.AccountSettingsCompact
-	75,  // 73: management.NetworkMapComponentsFull.dns_settings:type_name -> management.DNSSettingsCompact
-	70,  // 74: management.NetworkMapComponentsFull.peers:type_name -> management.PeerCompact
-	71,  // 75: management.NetworkMapComponentsFull.policies:type_name -> management.PolicyCompact
-	74,  // 76: management.NetworkMapComponentsFull.groups:type_name -> management.GroupCompact
-	76,  // 77: management.NetworkMapComponentsFull.routes:type_name -> management.RouteRaw
-	77,  // 78: management.NetworkMapComponentsFull.nameserver_groups:type_name -> management.NameServerGroupRaw
-	44,  // 79: management.NetworkMapComponentsFull.all_dns_records:type_name -> management.SimpleRecord
-	43,  // 80: management.NetworkMapComponentsFull.account_zones:type_name -> management.CustomZone
-	78,  // 81: management.NetworkMapComponentsFull.network_resources:type_name -> management.NetworkResourceRaw
-	86,  // 82: management.NetworkMapComponentsFull.routers_map:type_name -> management.NetworkMapComponentsFull.RoutersMapEntry
-	87,  // 83: management.NetworkMapComponentsFull.resource_policies_map:type_name -> management.NetworkMapComponentsFull.ResourcePoliciesMapEntry
-	88,  // 84: management.NetworkMapComponentsFull.group_id_to_user_ids:type_name -> management.NetworkMapComponentsFull.GroupIdToUserIdsEntry
-	89,  // 85: management.NetworkMapComponentsFull.posture_failed_peers:type_name -> management.NetworkMapComponentsFull.PostureFailedPeersEntry
-	67,  // 86: management.NetworkMapComponentsFull.proxy_patch:type_name -> management.ProxyPatch
-	34,  // 87: management.ProxyPatch.peers:type_name -> management.RemotePeerConfig
-	34,  // 88: management.ProxyPatch.offline_peers:type_name -> management.RemotePeerConfig
-	47,  // 89: management.ProxyPatch.firewall_rules:type_name -> management.FirewallRule
-	41,  // 90: management.ProxyPatch.routes:type_name -> management.Route
-	49,  // 91: management.ProxyPatch.route_firewall_rules:type_name -> management.RouteFirewallRule
-	50,  // 92: management.ProxyPatch.forwarding_rules:type_name -> management.ForwardingRule
-	3,   // 93: management.PolicyCompact.action:type_name -> management.RuleAction
-	1,   // 94: management.PolicyCompact.protocol:type_name -> management.RuleProtocol
-	85,  // 95: management.PolicyCompact.port_ranges:type_name -> management.PortInfo.Range
-	90,  // 96: management.PolicyCompact.authorized_groups:type_name -> management.PolicyCompact.AuthorizedGroupsEntry
-	72,  // 97: management.PolicyCompact.source_resource:type_name -> management.ResourceCompact
-	72,  // 98: management.PolicyCompact.destination_resource:type_name -> management.ResourceCompact
-	46,  // 99: management.NameServerGroupRaw.nameservers:type_name -> management.NameServer
-	80,  // 100: management.NetworkRouterList.entries:type_name -> management.NetworkRouterEntry
-	33,  // 101: management.SSHAuth.MachineUsersEntry.value:type_name -> management.MachineUserIndexes
-	79,  // 102: management.NetworkMapComponentsFull.RoutersMapEntry.value:type_name -> management.NetworkRouterList
-	81,  // 103: management.NetworkMapComponentsFull.ResourcePoliciesMapEntry.value:type_name -> management.PolicyIds
-	82,  // 104: management.NetworkMapComponentsFull.GroupIdToUserIdsEntry.value:type_name -> management.UserIDList
-	83,  // 105: management.NetworkMapComponentsFull.PostureFailedPeersEntry.value:type_name -> management.PeerIndexSet
-	73,  // 106: management.PolicyCompact.AuthorizedGroupsEntry.value:type_name -> management.UserNameList
-	8,   // 107: management.ManagementService.Login:input_type -> management.EncryptedMessage
-	8,   // 108: management.ManagementService.Sync:input_type -> management.EncryptedMessage
-	10,  // 109: management.ManagementService.GetServerKey:input_type -> management.Empty
-	10,  // 110: management.ManagementService.isHealthy:input_type -> management.Empty
-	8,   // 111: management.ManagementService.GetDeviceAuthorizationFlow:input_type -> management.EncryptedMessage
-	8,   // 112: management.ManagementService.GetPKCEAuthorizationFlow:input_type -> management.EncryptedMessage
-	8,   // 113: management.ManagementService.SyncMeta:input_type -> management.EncryptedMessage
-	8,   // 114: management.ManagementService.Logout:input_type -> management.EncryptedMessage
-	8,   // 115: management.ManagementService.Job:input_type -> management.EncryptedMessage
-	8,   // 116: management.ManagementService.CreateExpose:input_type -> management.EncryptedMessage
-	8,   // 117: management.ManagementService.RenewExpose:input_type -> management.EncryptedMessage
-	8,   // 118: management.ManagementService.StopExpose:input_type -> management.EncryptedMessage
-	8,   // 119: management.ManagementService.ExtendAuthSession:input_type -> management.EncryptedMessage
-	8,   // 120: management.ManagementService.Login:output_type -> management.EncryptedMessage
-	8,   // 121: management.ManagementService.Sync:output_type -> management.EncryptedMessage
-	9,   // 122: management.ManagementService.GetServerKey:output_type -> management.ServerKeyResponse
-	10,  // 123: management.ManagementService.isHealthy:output_type -> management.Empty
-	8,   // 124: management.ManagementService.GetDeviceAuthorizationFlow:output_type -> management.EncryptedMessage
-	8,   // 125: management.ManagementService.GetPKCEAuthorizationFlow:output_type -> management.EncryptedMessage
-	10,  // 126: management.ManagementService.SyncMeta:output_type -> management.Empty
-	10,  // 127: management.ManagementService.Logout:output_type -> management.Empty
-	8,   // 128: management.ManagementService.Job:output_type -> management.EncryptedMessage
-	8,   // 129: management.ManagementService.CreateExpose:output_type -> management.EncryptedMessage
-	8,   // 130: management.ManagementService.RenewExpose:output_type -> management.EncryptedMessage
-	8,   // 131: management.ManagementService.StopExpose:output_type -> management.EncryptedMessage
-	8,   // 132: management.ManagementService.ExtendAuthSession:output_type -> management.EncryptedMessage
-	120, // [120:133] is the sub-list for method output_type
-	107, // [107:120] is the sub-list for method input_type
-	107, // [107:107] is the sub-list for extension type_name
-	107, // [107:107] is the sub-list for extension extendee
-	0,   // [0:107] is the sub-list for field type_name
+	20,  // 13: management.SyncRequest.wiremeshCapabilities:type_name -> management.WiremeshCapabilities
+	36,  // 14: management.NetworkMapDelta.upsertPeers:type_name -> management.RemotePeerConfig
+	49,  // 15: management.NetworkMapDelta.addRules:type_name -> management.FirewallRule
+	49,  // 16: management.NetworkMapDelta.removeRules:type_name -> management.FirewallRule
+	13,  // 17: management.SyncMetaRequest.meta:type_name -> management.PeerSystemMeta
+	24,  // 18: management.SyncResponse.netbirdConfig:type_name -> management.NetbirdConfig
+	31,  // 19: management.SyncResponse.peerConfig:type_name -> management.PeerConfig
+	36,  // 20: management.SyncResponse.remotePeers:type_name -> management.RemotePeerConfig
+	33,  // 21: management.SyncResponse.NetworkMap:type_name -> management.NetworkMap
+	53,  // 22: management.SyncResponse.Checks:type_name -> management.Checks
+	93,  // 23: management.SyncResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
+	66,  // 24: management.SyncResponse.NetworkMapEnvelope:type_name -> management.NetworkMapEnvelope
+	21,  // 25: management.SyncResponse.wiremeshDelta:type_name -> management.NetworkMapDelta
+	25,  // 26: management.NetbirdConfig.stuns:type_name -> management.HostConfig
+	26,  // 27: management.NetbirdConfig.turns:type_name -> management.ProtectedHostConfig
+	25,  // 28: management.NetbirdConfig.signal:type_name -> management.HostConfig
+	27,  // 29: management.NetbirdConfig.relay:type_name -> management.RelayConfig
+	28,  // 30: management.NetbirdConfig.flow:type_name -> management.FlowConfig
+	29,  // 31: management.NetbirdConfig.metrics:type_name -> management.MetricsConfig
+	6,   // 32: management.HostConfig.protocol:type_name -> management.HostConfig.Protocol
+	25,  // 33: management.ProtectedHostConfig.hostConfig:type_name -> management.HostConfig
+	94,  // 34: management.FlowConfig.interval:type_name -> google.protobuf.Duration
+	37,  // 35: management.PeerConfig.sshConfig:type_name -> management.SSHConfig
+	32,  // 36: management.PeerConfig.autoUpdate:type_name -> management.AutoUpdateSettings
+	31,  // 37: management.NetworkMap.peerConfig:type_name -> management.PeerConfig
+	36,  // 38: management.NetworkMap.remotePeers:type_name -> management.RemotePeerConfig
+	43,  // 39: management.NetworkMap.Routes:type_name -> management.Route
+	44,  // 40: management.NetworkMap.DNSConfig:type_name -> management.DNSConfig
+	36,  // 41: management.NetworkMap.offlinePeers:type_name -> management.RemotePeerConfig
+	49,  // 42: management.NetworkMap.FirewallRules:type_name -> management.FirewallRule
+	51,  // 43: management.NetworkMap.routesFirewallRules:type_name -> management.RouteFirewallRule
+	52,  // 44: management.NetworkMap.forwardingRules:type_name -> management.ForwardingRule
+	34,  // 45: management.NetworkMap.sshAuth:type_name -> management.SSHAuth
+	86,  // 46: management.SSHAuth.machine_users:type_name -> management.SSHAuth.MachineUsersEntry
+	37,  // 47: management.RemotePeerConfig.sshConfig:type_name -> management.SSHConfig
+	30,  // 48: management.SSHConfig.jwtConfig:type_name -> management.JWTConfig
+	7,   // 49: management.DeviceAuthorizationFlow.Provider:type_name -> management.DeviceAuthorizationFlow.provider
+	42,  // 50: management.DeviceAuthorizationFlow.ProviderConfig:type_name -> management.ProviderConfig
+	42,  // 51: management.PKCEAuthorizationFlow.ProviderConfig:type_name -> management.ProviderConfig
+	47,  // 52: management.DNSConfig.NameServerGroups:type_name -> management.NameServerGroup
+	45,  // 53: management.DNSConfig.CustomZones:type_name -> management.CustomZone
+	46,  // 54: management.CustomZone.Records:type_name -> management.SimpleRecord
+	48,  // 55: management.NameServerGroup.NameServers:type_name -> management.NameServer
+	2,   // 56: management.FirewallRule.Direction:type_name -> management.RuleDirection
+	3,   // 57: management.FirewallRule.Action:type_name -> management.RuleAction
+	1,   // 58: management.FirewallRule.Protocol:type_name -> management.RuleProtocol
+	50,  // 59: management.FirewallRule.PortInfo:type_name -> management.PortInfo
+	87,  // 60: management.PortInfo.range:type_name -> management.PortInfo.Range
+	3,   // 61: management.RouteFirewallRule.action:type_name -> management.RuleAction
+	1,   // 62: management.RouteFirewallRule.protocol:type_name -> management.RuleProtocol
+	50,  // 63: management.RouteFirewallRule.portInfo:type_name -> management.PortInfo
+	1,   // 64: management.ForwardingRule.protocol:type_name -> management.RuleProtocol
+	50,  // 65: management.ForwardingRule.destinationPort:type_name -> management.PortInfo
+	50,  // 66: management.ForwardingRule.translatedPort:type_name -> management.PortInfo
+	13,  // 67: management.ExtendAuthSessionRequest.meta:type_name -> management.PeerSystemMeta
+	93,  // 68: management.ExtendAuthSessionResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
+	58,  // 69: management.JobRequest.bundle:type_name -> management.BundleParameters
+	4,   // 70: management.JobResponse.status:type_name -> management.JobStatus
+	59,  // 71: management.JobResponse.bundle:type_name -> management.BundleResult
+	5,   // 72: management.ExposeServiceRequest.protocol:type_name -> management.ExposeProtocol
+	68,  // 73: management.NetworkMapEnvelope.full:type_name -> management.NetworkMapComponentsFull
+	67,  // 74: management.NetworkMapEnvelope.delta:type_name -> management.NetworkMapComponentsDelta
+	31,  // 75: management.NetworkMapComponentsFull.peer_config:type_name -> management.PeerConfig
+	71,  // 76: management.NetworkMapComponentsFull.network:type_name -> management.AccountNetwork
+	70,  // 77: management.NetworkMapComponentsFull.account_settings:type_name -> management.AccountSettingsCompact
+	77,  // 78: management.NetworkMapComponentsFull.dns_settings:type_name -> management.DNSSettingsCompact
+	72,  // 79: management.NetworkMapComponentsFull.peers:type_name -> management.PeerCompact
+	73,  // 80: management.NetworkMapComponentsFull.policies:type_name -> management.PolicyCompact
+	76,  // 81: management.NetworkMapComponentsFull.groups:type_name -> management.GroupCompact
+	78,  // 82: management.NetworkMapComponentsFull.routes:type_name -> management.RouteRaw
+	79,  // 83: management.NetworkMapComponentsFull.nameserver_groups:type_name -> management.NameServerGroupRaw
+	46,  // 84: management.NetworkMapComponentsFull.all_dns_records:type_name -> management.SimpleRecord
+	45,  // 85: management.NetworkMapComponentsFull.account_zones:type_name -> management.CustomZone
+	80,  // 86: management.NetworkMapComponentsFull.network_resources:type_name -> management.NetworkResourceRaw
+	88,  // 87: management.NetworkMapComponentsFull.routers_map:type_name -> management.NetworkMapComponentsFull.RoutersMapEntry
+	89,  // 88: management.NetworkMapComponentsFull.resource_policies_map:type_name -> management.NetworkMapComponentsFull.ResourcePoliciesMapEntry
+	90,  // 89: management.NetworkMapComponentsFull.group_id_to_user_ids:type_name -> management.NetworkMapComponentsFull.GroupIdToUserIdsEntry
+	91,  // 90: management.NetworkMapComponentsFull.posture_failed_peers:type_name -> management.NetworkMapComponentsFull.PostureFailedPeersEntry
+	69,  // 91: management.NetworkMapComponentsFull.proxy_patch:type_name -> management.ProxyPatch
+	36,  // 92: management.ProxyPatch.peers:type_name -> management.RemotePeerConfig
+	36,  // 93: management.ProxyPatch.offline_peers:type_name -> management.RemotePeerConfig
+	49,  // 94: management.ProxyPatch.firewall_rules:type_name -> management.FirewallRule
+	43,  // 95: management.ProxyPatch.routes:type_name -> management.Route
+	51,  // 96: management.ProxyPatch.route_firewall_rules:type_name -> management.RouteFirewallRule
+	52,  // 97: management.ProxyPatch.forwarding_rules:type_name -> management.ForwardingRule
+	3,   // 98: management.PolicyCompact.action:type_name -> management.RuleAction
+	1,   // 99: management.PolicyCompact.protocol:type_name -> management.RuleProtocol
+	87,  // 100: management.PolicyCompact.port_ranges:type_name -> management.PortInfo.Range
+	92,  // 101: management.PolicyCompact.authorized_groups:type_name -> management.PolicyCompact.AuthorizedGroupsEntry
+	74,  // 102: management.PolicyCompact.source_resource:type_name -> management.ResourceCompact
+	74,  // 103: management.PolicyCompact.destination_resource:type_name -> management.ResourceCompact
+	48,  // 104: management.NameServerGroupRaw.nameservers:type_name -> management.NameServer
+	82,  // 105: management.NetworkRouterList.entries:type_name -> management.NetworkRouterEntry
+	35,  // 106: management.SSHAuth.MachineUsersEntry.value:type_name -> management.MachineUserIndexes
+	81,  // 107: management.NetworkMapComponentsFull.RoutersMapEntry.value:type_name -> management.NetworkRouterList
+	83,  // 108: management.NetworkMapComponentsFull.ResourcePoliciesMapEntry.value:type_name -> management.PolicyIds
+	84,  // 109: management.NetworkMapComponentsFull.GroupIdToUserIdsEntry.value:type_name -> management.UserIDList
+	85,  // 110: management.NetworkMapComponentsFull.PostureFailedPeersEntry.value:type_name -> management.PeerIndexSet
+	75,  // 111: management.PolicyCompact.AuthorizedGroupsEntry.value:type_name -> management.UserNameList
+	8,   // 112: management.ManagementService.Login:input_type -> management.EncryptedMessage
+	8,   // 113: management.ManagementService.Sync:input_type -> management.EncryptedMessage
+	10,  // 114: management.ManagementService.GetServerKey:input_type -> management.Empty
+	10,  // 115: management.ManagementService.isHealthy:input_type -> management.Empty
+	8,   // 116: management.ManagementService.GetDeviceAuthorizationFlow:input_type -> management.EncryptedMessage
+	8,   // 117: management.ManagementService.GetPKCEAuthorizationFlow:input_type -> management.EncryptedMessage
+	8,   // 118: management.ManagementService.SyncMeta:input_type -> management.EncryptedMessage
+	8,   // 119: management.ManagementService.Logout:input_type -> management.EncryptedMessage
+	8,   // 120: management.ManagementService.Job:input_type -> management.EncryptedMessage
+	8,   // 121: management.ManagementService.CreateExpose:input_type -> management.EncryptedMessage
+	8,   // 122: management.ManagementService.RenewExpose:input_type -> management.EncryptedMessage
+	8,   // 123: management.ManagementService.StopExpose:input_type -> management.EncryptedMessage
+	8,   // 124: management.ManagementService.ExtendAuthSession:input_type -> management.EncryptedMessage
+	8,   // 125: management.ManagementService.Login:output_type -> management.EncryptedMessage
+	8,   // 126: management.ManagementService.Sync:output_type -> management.EncryptedMessage
+	9,   // 127: management.ManagementService.GetServerKey:output_type -> management.ServerKeyResponse
+	10,  // 128: management.ManagementService.isHealthy:output_type -> management.Empty
+	8,   // 129: management.ManagementService.GetDeviceAuthorizationFlow:output_type -> management.EncryptedMessage
+	8,   // 130: management.ManagementService.GetPKCEAuthorizationFlow:output_type -> management.EncryptedMessage
+	10,  // 131: management.ManagementService.SyncMeta:output_type -> management.Empty
+	10,  // 132: management.ManagementService.Logout:output_type -> management.Empty
+	8,   // 133: management.ManagementService.Job:output_type -> management.EncryptedMessage
+	8,   // 134: management.ManagementService.CreateExpose:output_type -> management.EncryptedMessage
+	8,   // 135: management.ManagementService.RenewExpose:output_type -> management.EncryptedMessage
+	8,   // 136: management.ManagementService.StopExpose:output_type -> management.EncryptedMessage
+	8,   // 137: management.ManagementService.ExtendAuthSession:output_type -> management.EncryptedMessage
+	125, // [125:138] is the sub-list for method output_type
+	112, // [112:125] is the sub-list for method input_type
+	112, // [112:112] is the sub-list for extension type_name
+	112, // [112:112] is the sub-list for extension extendee
+	0,   // [0:112] is the sub-list for field type_name
 }
 
 func init() { file_management_proto_init() }
@@ -6982,17 +7159,17 @@ func file_management_proto_init() {
 	if File_management_proto != nil {
 		return
 	}
-	file_management_proto_msgTypes[40].OneofWrappers = []any{
+	file_management_proto_msgTypes[42].OneofWrappers = []any{
 		(*PortInfo_Port)(nil),
 		(*PortInfo_Range_)(nil),
 	}
-	file_management_proto_msgTypes[46].OneofWrappers = []any{
+	file_management_proto_msgTypes[48].OneofWrappers = []any{
 		(*JobRequest_Bundle)(nil),
 	}
-	file_management_proto_msgTypes[47].OneofWrappers = []any{
+	file_management_proto_msgTypes[49].OneofWrappers = []any{
 		(*JobResponse_Bundle)(nil),
 	}
-	file_management_proto_msgTypes[56].OneofWrappers = []any{
+	file_management_proto_msgTypes[58].OneofWrappers = []any{
 		(*NetworkMapEnvelope_Full)(nil),
 		(*NetworkMapEnvelope_Delta)(nil),
 	}
@@ -7002,7 +7179,7 @@ func file_management_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_management_proto_rawDesc), len(file_management_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   83,
+			NumMessages:   85,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,109 @@
+package grpcapi
+
+import (
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/networkmap"
+	"github.com/wiremesh/wiremesh/proto/mgmtpb"
+)
+
+// Network map deltas (a wiremesh extension our agent asks for): when an
+// account changes only in a few peers, a stream sends what its map gains
+// and loses about those peers instead of the whole map, so a join costs
+// every other stream a message whose size does not grow with the account.
+// The account-level difference is computed once per pair of states and
+// shared by the account's streams.
+
+type diffKey struct{ old, cur *networkmap.Index }
+
+type diffResult struct {
+	once    sync.Once
+	changes []networkmap.Change
+	ok      bool
+}
+
+// diffs caches networkmap.PeerLocal per pair of account states.
+type diffs struct {
+	mu sync.Mutex
+	m  map[diffKey]*diffResult
+}
+
+func (d *diffs) get(old, cur *networkmap.Index) ([]networkmap.Change, bool) {
+	k := diffKey{old, cur}
+	d.mu.Lock()
+	if d.m == nil {
+		d.m = map[diffKey]*diffResult{}
+	}
+	r := d.m[k]
+	if r == nil {
+		// Pairs ending in an older state are done with: streams move on to
+		// the newest one.
+		for k2 := range d.m {
+			if k2.cur != cur {
+				delete(d.m, k2)
+			}
+		}
+		r = &diffResult{}
+		d.m[k] = r
+	}
+	d.mu.Unlock()
+	r.once.Do(func() { r.changes, r.ok = networkmap.PeerLocal(old, cur) })
+	return r.changes, r.ok
+}
+
+// mapDelta is self's map delta from old to cur given their peer-local
+// changes (nil: self's map did not change). ok=false means self itself
+// changed, so its whole map is needed.
+func mapDelta(old, cur *networkmap.Index, remote remoteCache, self account.PeerID, changes []networkmap.Change) (d *mgmtpb.NetworkMapDelta, ok bool) {
+	d = &mgmtpb.NetworkMapDelta{}
+	for _, c := range changes {
+		if c.ID == self {
+			return nil, false
+		}
+		oldVis, oldRules := old.Pair(self, c.ID)
+		newVis, newRules := cur.Pair(self, c.ID)
+		switch {
+		case oldVis && !newVis:
+			d.RemovedPeers = append(d.RemovedPeers, c.Old.Key.String())
+		case newVis && (!oldVis || c.Shown):
+			if oldVis && c.Old.Key != c.New.Key {
+				d.RemovedPeers = append(d.RemovedPeers, c.Old.Key.String())
+			}
+			d.UpsertPeers = append(d.UpsertPeers, remote[c.ID])
+		}
+		add, remove := ruleDiff(firewallRules(oldRules), firewallRules(newRules))
+		d.AddRules = append(d.AddRules, add...)
+		d.RemoveRules = append(d.RemoveRules, remove...)
+	}
+	if len(d.UpsertPeers)+len(d.RemovedPeers)+len(d.AddRules)+len(d.RemoveRules) == 0 {
+		return nil, true
+	}
+	return d, true
+}
+
+// ruleDiff returns the rules of b not in a and those of a not in b, as
+// multisets.
+func ruleDiff(a, b []*mgmtpb.FirewallRule) (add, remove []*mgmtpb.FirewallRule) {
+	left := append([]*mgmtpb.FirewallRule(nil), a...)
+	for _, r := range b {
+		found := false
+		for i, l := range left {
+			if l != nil && proto.Equal(l, r) {
+				left[i], found = nil, true
+				break
+			}
+		}
+		if !found {
+			add = append(add, r)
+		}
+	}
+	for _, l := range left {
+		if l != nil {
+			remove = append(remove, l)
+		}
+	}
+	return add, remove
+}

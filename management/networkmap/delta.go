@@ -1,0 +1,134 @@
+package networkmap
+
+import (
+	"reflect"
+	"sort"
+
+	"github.com/wiremesh/wiremesh/management/account"
+)
+
+// Change is one peer that differs between two account states.
+type Change struct {
+	ID       account.PeerID
+	Old, New *account.Peer // nil: absent in that state
+	// Shown is whether what a map shows of the peer differs (its record:
+	// key, address, name, SSH key); a change of metadata alone (posture)
+	// leaves it false.
+	Shown bool
+}
+
+// PeerLocal compares two states of one account. When they differ only in
+// some peers (added, removed or changed, with the group memberships of
+// those peers), it returns them: every other peer's map then differs from
+// its old one only in what it shows of, and its rules about, those peers
+// (see Pair). ok=false means something broader changed (a policy, a group
+// of an unchanged peer, a posture check, the account's settings): maps
+// must be computed whole.
+func PeerLocal(old, ix *Index) (changes []Change, ok bool) {
+	if old.acc.ID != ix.acc.ID || old.acc.Domain != ix.acc.Domain || old.acc.Network != ix.acc.Network ||
+		old.allowAll != ix.allowAll || !reflect.DeepEqual(old.checks, ix.checks) || len(old.rules) != len(ix.rules) {
+		return nil, false
+	}
+	changed := map[account.PeerID]bool{}
+	metaMatters := len(ix.checks) > 0
+	for id, p := range old.byID {
+		q, still := ix.byID[id]
+		switch {
+		case !still:
+			changes = append(changes, Change{ID: id, Old: old.peer(id)})
+		case old.records[id] != ix.records[id]:
+			changes = append(changes, Change{ID: id, Old: old.peer(id), New: ix.peer(id), Shown: true})
+		case metaMatters && !reflect.DeepEqual(p.Meta, q.Meta):
+			changes = append(changes, Change{ID: id, Old: old.peer(id), New: ix.peer(id)})
+		default:
+			continue
+		}
+		changed[id] = true
+	}
+	for id := range ix.byID {
+		if _, was := old.byID[id]; !was {
+			changes = append(changes, Change{ID: id, New: ix.peer(id), Shown: true})
+			changed[id] = true
+		}
+	}
+	for i := range ix.rules {
+		a, b := &old.rules[i], &ix.rules[i]
+		if a.policy != b.policy || !reflect.DeepEqual(a.r, b.r) || !sameExcept(a.src, b.src, changed) || !sameExcept(a.dst, b.dst, changed) {
+			return nil, false
+		}
+	}
+	sort.Slice(changes, func(i, j int) bool { return changes[i].ID < changes[j].ID })
+	return changes, true
+}
+
+// sameExcept reports whether two peer sets agree on every peer not in skip.
+func sameExcept(a, b, skip map[account.PeerID]bool) bool {
+	for id := range a {
+		if !b[id] && !skip[id] {
+			return false
+		}
+	}
+	for id := range b {
+		if !a[id] && !skip[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// peer returns a pointer into the state's peers (never modified).
+func (ix *Index) peer(id account.PeerID) *account.Peer {
+	i := sort.Search(len(ix.peers), func(i int) bool { return !ix.peers[i].IP.Less(ix.byID[id].IP) })
+	if i < len(ix.peers) && ix.peers[i].ID == id {
+		return &ix.peers[i]
+	}
+	return nil
+}
+
+// Has reports whether the state holds the peer.
+func (ix *Index) Has(id account.PeerID) bool { _, ok := ix.byID[id]; return ok }
+
+// Serial is the state's account serial.
+func (ix *Index) Serial() uint64 { return ix.acc.Serial }
+
+// Pair is self's map restricted to other: whether it lists other, and its
+// firewall rules about other, exactly as Compute gives them.
+func (ix *Index) Pair(self, other account.PeerID) (visible bool, rules []FirewallRule) {
+	if self == other || !ix.Has(self) || !ix.Has(other) {
+		return false, nil
+	}
+	visible = ix.allowAll
+	ip := ix.byID[other].IP
+	add := func(dir Direction, rr *rule) {
+		if rr.r.Action == account.ActionAccept {
+			visible = true
+			if ix.allowAll {
+				return
+			}
+		}
+		rules = append(rules, FirewallRule{Peer: ip, Direction: dir, Action: rr.r.Action, Protocol: rr.r.Protocol,
+			Ports: rr.r.Ports, Ranges: rr.r.PortRanges, PolicyID: rr.policy})
+	}
+	for _, i := range ix.byPeer[self] {
+		rr := &ix.rules[i]
+		if rr.src[self] && rr.dst[other] {
+			add(Out, rr)
+			if rr.r.Bidirectional {
+				add(In, rr)
+			}
+		}
+		if rr.dst[self] && rr.src[other] {
+			add(In, rr)
+			if rr.r.Bidirectional {
+				add(Out, rr)
+			}
+		}
+	}
+	sort.SliceStable(rules, func(i, j int) bool {
+		if rules[i].Direction != rules[j].Direction {
+			return rules[i].Direction < rules[j].Direction
+		}
+		return rules[i].PolicyID < rules[j].PolicyID
+	})
+	return visible, dedupe(rules)
+}
