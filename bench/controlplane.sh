@@ -4,6 +4,8 @@
 # "1000 2000"), prints a table and writes bench/controlplane.json (not
 # committed). Point LOADGEN_URL/LOADGEN_KEY/LOADGEN_PID at another server
 # of the protocol (NetBird's own management, say) to measure that instead.
+# LOADGEN_ARGS adds loadgen flags: "--deltas" makes the simulated peers ask
+# for network map deltas as the wiremesh agent does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make build >/dev/null
@@ -26,7 +28,7 @@ for n in $PEERS; do
     url=http://127.0.0.1:$port
   fi
   ulimit -n 65536 2>/dev/null || true
-  r=$(bin/netbird-loadgen -m "$url" -k "$key" --peers "$n" --server-pid "$pid" --json --row --timeout 20m)
+  r=$(bin/netbird-loadgen -m "$url" -k "$key" --peers "$n" --server-pid "$pid" --json --row --timeout 20m ${LOADGEN_ARGS:-})
   [ $first = 1 ] || echo "," >> "$out"
   first=0
   echo "$r" >> "$out"

@@ -42,6 +42,7 @@ type options struct {
 	peers, concurrency int
 	perConn, serverPID int
 	asJSON, keep, row  bool
+	deltas             bool
 	timeout            time.Duration
 }
 
@@ -71,6 +72,7 @@ func main() {
 	flag.IntVar(&o.serverPID, "server-pid", 0, "server process to report RSS and CPU seconds of (Linux /proc)")
 	flag.BoolVar(&o.asJSON, "json", false, "print one JSON object")
 	flag.BoolVar(&o.keep, "keep", false, "leave the peers registered")
+	flag.BoolVar(&o.deltas, "deltas", false, "ask for network map deltas, as the wiremesh agent does (a server without them sends whole maps)")
 	flag.BoolVar(&o.row, "row", false, "with --json: also print a table row on stderr (peers, logins/s, first maps s, fan-out p50/p99 ms, bytes, RSS MB, CPU s)")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up after this long")
 	flag.Parse()
@@ -107,6 +109,8 @@ type client struct {
 	api  mgmtpb.ManagementServiceClient
 	sh   *envelope.Shared
 	host string
+	// deltas: the peer asks for network map deltas.
+	deltas bool
 
 	firstMap atomic.Int64 // unix ns of the first map
 	sawProbe atomic.Int64 // unix ns of the first map listing the probe
@@ -176,7 +180,11 @@ func (c *client) logout(ctx context.Context) error {
 
 // sync follows the stream, recording when maps arrive, until ctx ends.
 func (c *client) sync(ctx context.Context, probe *atomic.Pointer[string]) error {
-	msg, err := c.seal(&mgmtpb.SyncRequest{Meta: c.meta()})
+	req := &mgmtpb.SyncRequest{Meta: c.meta()}
+	if c.deltas {
+		req.WiremeshCapabilities = &mgmtpb.WiremeshCapabilities{NetworkMapDeltas: true}
+	}
+	msg, err := c.seal(req)
 	if err != nil {
 		return err
 	}
@@ -198,12 +206,15 @@ func (c *client) sync(ctx context.Context, probe *atomic.Pointer[string]) error 
 		if err := c.sh.OpenProto(m.GetBody(), &r); err != nil {
 			return err
 		}
-		if r.GetNetworkMap() == nil {
+		peers := r.GetNetworkMap().GetRemotePeers()
+		if d := r.GetWiremeshDelta(); d != nil {
+			peers = d.GetUpsertPeers()
+		} else if r.GetNetworkMap() == nil {
 			continue
 		}
 		c.firstMap.CompareAndSwap(0, now)
 		if p != nil && c.sawProbe.Load() == 0 {
-			for _, rp := range r.GetNetworkMap().GetRemotePeers() {
+			for _, rp := range peers {
 				if rp.GetWgPubKey() == *p {
 					c.sawProbe.Store(now)
 					break
@@ -234,6 +245,7 @@ func run(ctx context.Context, o options) (Result, error) {
 		if err != nil {
 			return res, err
 		}
+		c.deltas = o.deltas
 		clients[i] = c
 	}
 	peers, probe := clients[:o.peers], clients[o.peers]

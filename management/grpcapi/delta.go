@@ -25,13 +25,49 @@ type diffResult struct {
 	ok      bool
 }
 
-// diffs caches networkmap.PeerLocal per pair of account states.
+// step is how one account state led to the next: the peers that changed,
+// or ok=false for a broader change.
+type step struct {
+	from, to uint64 // serials
+	ids      []account.PeerID
+	ok       bool
+}
+
+// maxSteps bounds the history kept per account; a stream further behind
+// gets a whole map.
+const maxSteps = 256
+
+// chain returns the peers changed from serial from to serial to, if every
+// step in between was peer-local and is still known.
+func chain(steps []step, from, to uint64) ([]account.PeerID, bool) {
+	i := 0
+	for i < len(steps) && steps[i].from != from {
+		i++
+	}
+	seen := map[account.PeerID]bool{}
+	var ids []account.PeerID
+	for at := from; at != to; i++ {
+		if i >= len(steps) || steps[i].from != at || !steps[i].ok {
+			return nil, false
+		}
+		for _, id := range steps[i].ids {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+		at = steps[i].to
+	}
+	return ids, true
+}
+
+// diffs caches the difference per pair of account states.
 type diffs struct {
 	mu sync.Mutex
 	m  map[diffKey]*diffResult
 }
 
-func (d *diffs) get(old, cur *networkmap.Index) ([]networkmap.Change, bool) {
+func (d *diffs) get(old, cur *networkmap.Index, compute func() ([]networkmap.Change, bool)) ([]networkmap.Change, bool) {
 	k := diffKey{old, cur}
 	d.mu.Lock()
 	if d.m == nil {
@@ -50,7 +86,7 @@ func (d *diffs) get(old, cur *networkmap.Index) ([]networkmap.Change, bool) {
 		d.m[k] = r
 	}
 	d.mu.Unlock()
-	r.once.Do(func() { r.changes, r.ok = networkmap.PeerLocal(old, cur) })
+	r.once.Do(func() { r.changes, r.ok = compute() })
 	return r.changes, r.ok
 }
 

@@ -26,7 +26,11 @@ type snapEntry struct {
 	ix     *networkmap.Index // nil: account gone
 	remote remoteCache
 	loaded bool
-	diffs  diffs // between states, for map deltas
+	diffs  diffs  // between states, for map deltas
+	steps  []step // how each loaded state led to the next, oldest first
+	// checked is when the last read of the account's serial began: the
+	// state is current for every change committed before then.
+	checked time.Time
 }
 
 func (c *snapshots) entry(acc account.ID) *snapEntry {
@@ -51,8 +55,22 @@ func (c *snapshots) forget(acc account.ID) {
 }
 
 // index returns the account's state at least as new as its serial now,
-// with its peers' RemotePeerConfig messages.
-func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID) (*networkmap.Index, remoteCache, error) {
+// with its peers' RemotePeerConfig messages. A stream woken by a change
+// made at since (zero: unknown) reuses a state another stream checked
+// after that moment, so one change costs one read of the serial, not one
+// per stream.
+func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID, since time.Time) (*networkmap.Index, remoteCache, error) {
+	if !since.IsZero() {
+		e := c.entry(acc)
+		e.mu.Lock()
+		if e.loaded && e.checked.After(since) {
+			ix, remote := e.ix, e.remote
+			e.mu.Unlock()
+			return ix, remote, nil
+		}
+		e.mu.Unlock()
+	}
+	started := time.Now()
 	var serial uint64
 	gone := false
 	err := st.Read(ctx, func(tx *store.Tx) error {
@@ -74,6 +92,9 @@ func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID) 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.loaded && e.serial >= serial {
+		if started.After(e.checked) {
+			e.checked = started
+		}
 		return e.ix, e.remote, nil
 	}
 	var (
@@ -114,7 +135,23 @@ func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID) 
 	for i := range ps {
 		remote[ps[i].ID] = remotePeer(&ps[i], a.Domain)
 	}
+	prev := e.ix
 	e.serial, e.ix, e.remote, e.loaded = a.Serial, networkmap.NewIndex(a, ps, access), remote, true
+	if prev != nil {
+		// Once per state, for every stream's deltas: which peers changed.
+		changes, ok := networkmap.PeerLocal(prev, e.ix)
+		st := step{from: prev.Serial(), to: e.ix.Serial(), ok: ok}
+		for _, c := range changes {
+			st.ids = append(st.ids, c.ID)
+		}
+		if len(e.steps) == maxSteps {
+			e.steps = append(e.steps[:0], e.steps[1:]...)
+		}
+		e.steps = append(e.steps, st)
+	}
+	if started.After(e.checked) {
+		e.checked = started
+	}
 	return e.ix, e.remote, nil
 }
 
@@ -153,8 +190,18 @@ func (c *snapshots) loaded(acc account.ID) (uint64, bool) {
 // store that they already saw need not wake them again.
 func (s *Server) LoadedSerial(acc account.ID) (uint64, bool) { return s.snaps.loaded(acc) }
 
-// diff is networkmap.PeerLocal(old, cur), computed once per pair for all
-// of the account's streams.
+// diff is how the account changed from state old to cur if only in some
+// peers (ok=false otherwise), composed from the recorded steps in between
+// once per pair for all of the account's streams.
 func (c *snapshots) diff(acc account.ID, old, cur *networkmap.Index) ([]networkmap.Change, bool) {
-	return c.entry(acc).diffs.get(old, cur)
+	e := c.entry(acc)
+	return e.diffs.get(old, cur, func() ([]networkmap.Change, bool) {
+		e.mu.Lock()
+		ids, ok := chain(e.steps, old.Serial(), cur.Serial())
+		e.mu.Unlock()
+		if !ok {
+			return nil, false
+		}
+		return networkmap.Between(old, cur, ids), true
+	})
 }

@@ -90,14 +90,14 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	// the peer has (nil: nothing to send), holding one of the map slots;
 	// done=true when the peer was deleted. Sending happens after the slot
 	// is released, so a client slow to read holds up nobody else.
-	prepare := func(full bool) (msg *mgmtpb.EncryptedMessage, done bool, err error) {
+	prepare := func(full bool, since time.Time) (msg *mgmtpb.EncryptedMessage, done bool, err error) {
 		select {
 		case s.mapSlots <- struct{}{}:
 		case <-ctx.Done():
 			return nil, true, nil
 		}
 		defer func() { <-s.mapSlots }()
-		ix, remote, err := s.snaps.index(ctx, s.o.Store, peer.AccountID)
+		ix, remote, err := s.snaps.index(ctx, s.o.Store, peer.AccountID, since)
 		if err != nil {
 			return nil, false, status.Error(codes.Internal, "compute network map")
 		}
@@ -176,14 +176,14 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		msg, err = s.seal(sh, r)
 		return msg, false, err
 	}
-	push := func(full bool) (bool, error) {
-		msg, done, err := prepare(full)
+	push := func(full bool, since time.Time) (bool, error) {
+		msg, done, err := prepare(full, since)
 		if err == nil && msg != nil {
 			err = stream.Send(msg)
 		}
 		return done, err
 	}
-	if done, err := push(true); done || err != nil {
+	if done, err := push(true, time.Time{}); done || err != nil {
 		return err
 	}
 	setupDone()
@@ -207,7 +207,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 			return status.Error(codes.Aborted, "replaced by a newer sync stream of the same peer")
 		case <-sub.Wake():
 			changed, before := sub.Changed(), s.mapsSent.Load()
-			if done, err := push(false); done || err != nil {
+			if done, err := push(false, changed); done || err != nil {
 				return err
 			}
 			if !changed.IsZero() && s.mapsSent.Load() != before {

@@ -132,3 +132,18 @@ func (ix *Index) Pair(self, other account.PeerID) (visible bool, rules []Firewal
 	})
 	return visible, dedupe(rules)
 }
+
+// Between describes how the given peers differ from old to ix, for
+// composing several PeerLocal steps (each peer changed in at least one).
+func Between(old, ix *Index, ids []account.PeerID) []Change {
+	out := make([]Change, 0, len(ids))
+	for _, id := range ids {
+		c := Change{ID: id, Old: old.peer(id), New: ix.peer(id)}
+		if c.Old == nil && c.New == nil {
+			continue // came and went in between
+		}
+		c.Shown = c.Old == nil || c.New == nil || old.records[id] != ix.records[id]
+		out = append(out, c)
+	}
+	return out
+}
