@@ -54,6 +54,51 @@ func runIperf(t *testing.T, lab *netlab.Lab, fromNS, toNS, addr string, secs int
 	return iperf{bps: r.End.SumReceived.BitsPerSecond, retrans: r.End.SumSent.Retransmits}
 }
 
+// runIperfUDP sends UDP as fast as it can (1200-byte datagrams, small
+// enough for the tunnel's MTU) and returns what arrived and the loss.
+func runIperfUDP(t *testing.T, lab *netlab.Lab, fromNS, toNS, addr string, secs int) (bps, lostPct float64) {
+	srv := proctest.StartCmd(t, lab.Cmd(toNS, "iperf3", "-s", "-1", "-B", addr), nil)
+	time.Sleep(300 * time.Millisecond)
+	out, err := lab.Exec(fromNS, "iperf3", "-c", addr, "-u", "-b", "0", "-l", "1200", "-t", strconv.Itoa(secs), "-J")
+	srv.Stop()
+	if err != nil {
+		t.Fatalf("iperf3 -u to %s: %v\n%s", addr, err, out)
+	}
+	var r struct {
+		End struct {
+			Sum struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+				LostPercent   float64 `json:"lost_percent"`
+			} `json:"sum"`
+			SumReceived *struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("iperf3 json: %v", err)
+	}
+	bps = r.End.Sum.BitsPerSecond * (1 - r.End.Sum.LostPercent/100)
+	if r.End.SumReceived != nil && r.End.SumReceived.BitsPerSecond > 0 {
+		bps = r.End.SumReceived.BitsPerSecond
+	}
+	return bps, r.End.Sum.LostPercent
+}
+
+// pingAvg is the average round trip of 50 pings 20 ms apart.
+func pingAvg(t *testing.T, lab *netlab.Lab, fromNS, addr string) time.Duration {
+	out, err := lab.Exec(fromNS, "ping", "-c", "50", "-i", "0.02", "-q", addr)
+	if err != nil {
+		t.Fatalf("ping %s: %v\n%s", addr, err, out)
+	}
+	m := regexp.MustCompile(`= [\d.]+/([\d.]+)/`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("ping output: %s", out)
+	}
+	ms, _ := strconv.ParseFloat(m[1], 64)
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
 func cpuSeconds(t *testing.T, pid int) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -131,6 +176,9 @@ func TestBenchMesh(t *testing.T) {
 	cores := cpu / time.Since(t0).Seconds()
 	add("P2P TCP through the agent: %s, %d retransmits (%s)", gbps(p2p.bps), p2p.retrans, m.ConnType(a, ipB))
 	add("agent CPU: %.2f cores for both ends at %s = %.2f cores per Gbit/s", cores, gbps(p2p.bps), cores/(p2p.bps/1e9))
+	p2pUDP, p2pLoss := runIperfUDP(t, m.Lab, a.NS, b.NS, ipB, 5)
+	p2pRTT := pingAvg(t, m.Lab, a.NS, ipB)
+	add("P2P UDP through the agent: %s arrived (%.1f%% lost at full send rate); ping RTT %v", gbps(p2pUDP), p2pLoss, p2pRTT)
 
 	ipC := e2e.IPOf(m.Status(c))
 	relayed := runIperf(t, m.Lab, a.NS, c.NS, ipC, 5)
@@ -144,7 +192,9 @@ func TestBenchMesh(t *testing.T) {
 	// Baselines in the same run: bare path through the NAT, and a plain
 	// wireguard-go tunnel between the same two namespaces.
 	bare := runIperf(t, m.Lab, a.NS, m.Lab.NS("pub"), netlab.PubAddr, 5)
-	add("bare path a -> public segment: %s", gbps(bare.bps))
+	bareUDP, _ := runIperfUDP(t, m.Lab, a.NS, m.Lab.NS("pub"), netlab.PubAddr, 5)
+	bareRTT := pingAvg(t, m.Lab, a.NS, netlab.PubAddr)
+	add("bare path a -> public segment: TCP %s, UDP %s, ping RTT %v", gbps(bare.bps), gbps(bareUDP), bareRTT)
 	m.CLI(a, "down")
 	m.CLI(b, "down")
 	ka, _ := key.NewPrivate()
@@ -163,8 +213,13 @@ func TestBenchMesh(t *testing.T) {
 	}
 	base := runIperf(t, m.Lab, a.NS, b.NS, "10.99.0.2", 5)
 	add("plain wireguard-go tunnel, same namespaces: %s, %d retransmits", gbps(base.bps), base.retrans)
+	baseUDP, baseLoss := runIperfUDP(t, m.Lab, a.NS, b.NS, "10.99.0.2", 5)
+	baseRTT := pingAvg(t, m.Lab, a.NS, "10.99.0.2")
+	add("plain wireguard-go tunnel: UDP %s (%.1f%% lost), ping RTT %v", gbps(baseUDP), baseLoss, baseRTT)
 	add("RATIO agent P2P / plain wireguard-go: %.2f (NetBird v0.77.1: 0.77-1.08; target >= 1.0)", p2p.bps/base.bps)
 	add("RATIO agent P2P / bare path: %.2f", p2p.bps/bare.bps)
+	add("RATIO agent P2P UDP / plain wireguard-go UDP: %.2f; / bare path UDP: %.2f", p2pUDP/baseUDP, p2pUDP/bareUDP)
+	add("RATIO agent P2P ping RTT / plain wireguard-go RTT: %.2f; / bare path RTT: %.2f", float64(p2pRTT)/float64(baseRTT), float64(p2pRTT)/float64(bareRTT))
 	add("RATIO relayed / NetBird relay upper figure (0.15 Gbit/s): %.1f", relayed.bps/0.15e9)
 	appendReport(t, report)
 }

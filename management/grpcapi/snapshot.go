@@ -133,6 +133,14 @@ func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID, 
 	}
 	remote := make(remoteCache, len(ps))
 	for i := range ps {
+		// A peer shown as before keeps its message: less to allocate per
+		// state, and streams still pointing at older states share them.
+		if old, ok := e.ix.Peer(ps[i].ID); ok && e.ix.Domain() == a.Domain && sameShown(&old, &ps[i]) {
+			if rp := e.remote[ps[i].ID]; rp != nil {
+				remote[ps[i].ID] = rp
+				continue
+			}
+		}
 		remote[ps[i].ID] = remotePeer(&ps[i], a.Domain)
 	}
 	prev := e.ix
@@ -204,4 +212,10 @@ func (c *snapshots) diff(acc account.ID, old, cur *networkmap.Index) ([]networkm
 		}
 		return networkmap.Between(old, cur, ids), true
 	})
+}
+
+// sameShown reports whether two versions of a peer give the same
+// RemotePeerConfig (see remotePeer).
+func sameShown(a, b *account.Peer) bool {
+	return a.Key == b.Key && a.IP == b.IP && a.SSHPubKey == b.SSHPubKey && a.DNSLabel == b.DNSLabel
 }

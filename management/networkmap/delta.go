@@ -85,6 +85,23 @@ func (ix *Index) peer(id account.PeerID) *account.Peer {
 	return nil
 }
 
+// Peer returns one peer of the state (ok=false on a nil Index too).
+func (ix *Index) Peer(id account.PeerID) (account.Peer, bool) {
+	if ix == nil {
+		return account.Peer{}, false
+	}
+	p, ok := ix.byID[id]
+	return p, ok
+}
+
+// Domain is the account's DNS domain in this state.
+func (ix *Index) Domain() string {
+	if ix == nil {
+		return ""
+	}
+	return ix.acc.Domain
+}
+
 // Has reports whether the state holds the peer.
 func (ix *Index) Has(id account.PeerID) bool { _, ok := ix.byID[id]; return ok }
 
