@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"net/http/pprof"
 	"os/signal"
 	"strconv"
 	"syscall"
@@ -51,7 +52,7 @@ type options struct {
 	stunPort                              int
 	turnSecret, turnRelayIP               string
 	relaySecret                           string
-	noRelay                               bool
+	noRelay, pprof                        bool
 	certFile, keyFile                     string
 	identity                              *idflag.Flags
 	ownerEmail                            string
@@ -79,6 +80,7 @@ func command() *cobra.Command {
 	f.StringVar(&o.certFile, "tls-cert-file", "", "TLS certificate: serve https (management, signal, rels:// relay) on --listen and relay QUIC on the same UDP port")
 	f.StringVar(&o.keyFile, "tls-key-file", "", "TLS private key")
 	f.BoolVar(&o.noRelay, "disable-relay", false, "do not run the embedded relay (rel:// WebSocket on the --listen port)")
+	f.BoolVar(&o.pprof, "debug-pprof", false, "serve Go profiles at /debug/pprof/ on the --listen port (for diagnosing load; keep it off where the port is public)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	o.store = storeflag.Bind(f)
 	o.identity = idflag.Bind(f, true)
@@ -243,6 +245,10 @@ func run(ctx context.Context, o *options) error {
 		sources = append(sources, rl.Metrics)
 	}
 	mux.Handle("/metrics", metrics.Handler(sources...))
+	if o.pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
 	mux.Handle("/healthz", metrics.Health(m.Healthy))
 	return grpcserver.Serve(ctx, ln, g, mux, log, 5*time.Second)
 }

@@ -179,6 +179,15 @@ func (s *Server) seal(sh *envelope.Shared, m proto.Message) (*mgmtpb.EncryptedMe
 	return &mgmtpb.EncryptedMessage{WgPubKey: s.pub.String(), Body: body}, nil
 }
 
+// sealBytes seals an already encoded message.
+func (s *Server) sealBytes(sh *envelope.Shared, plain []byte) (*mgmtpb.EncryptedMessage, error) {
+	body, err := sh.Seal(plain)
+	if err != nil {
+		return nil, status.Error(codes.Internal, "seal response")
+	}
+	return &mgmtpb.EncryptedMessage{WgPubKey: s.pub.String(), Body: body}, nil
+}
+
 // GetServerKey returns the key clients seal their requests with.
 func (s *Server) GetServerKey(ctx context.Context, _ *mgmtpb.Empty) (*mgmtpb.ServerKeyResponse, error) {
 	// Our agent shows the server's version in `netbird status`; other

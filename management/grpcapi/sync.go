@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/wiremesh/wiremesh/management/networkmap"
@@ -26,6 +27,14 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	if err != nil {
 		return err
 	}
+	// Refuse before any store work: under a reconnect storm the refused
+	// retry, and must cost next to nothing.
+	if n := s.setups.Add(1); n > int64(s.o.MaxSyncs) {
+		s.setups.Add(-1)
+		return status.Error(codes.ResourceExhausted, "too many concurrent sync streams")
+	}
+	setupDone := sync.OnceFunc(func() { s.setups.Add(-1) })
+	defer setupDone()
 	peer, err := s.registeredPeer(ctx, pk)
 	if err != nil {
 		return err
@@ -35,12 +44,6 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	if err != nil {
 		return err
 	}
-	if n := s.setups.Add(1); n > int64(s.o.MaxSyncs) {
-		s.setups.Add(-1)
-		return status.Error(codes.ResourceExhausted, "too many concurrent sync streams")
-	}
-	setupDone := sync.OnceFunc(func() { s.setups.Add(-1) })
-	defer setupDone()
 	s.syncs.Add(1)
 	defer s.syncs.Add(-1)
 	if sr.GetMeta() != nil {
@@ -162,7 +165,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		// A change elsewhere in the account that leaves this peer's map as
 		// it was (another peer's policy, a group it is not in) is not sent:
 		// only the affected peers get an update.
-		fp := mapFingerprint(r)
+		plain, fp := encodeMap(r)
 		if deltas {
 			lastIx = ix
 		}
@@ -173,7 +176,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		lastFP = fp
 		clientSerial = m.Serial
 		s.mapsSent.Add(1)
-		msg, err = s.seal(sh, r)
+		msg, err = s.sealBytes(sh, plain)
 		return msg, false, err
 	}
 	push := func(full bool, since time.Time) (bool, error) {
@@ -295,24 +298,39 @@ func (s *Server) Job(stream grpc.BidiStreamingServer[mgmtpb.EncryptedMessage, mg
 	}
 }
 
-// mapFingerprint hashes a response's network map (without its serial)
-// and posture checks.
-func mapFingerprint(r *mgmtpb.SyncResponse) [32]byte {
-	// The map is this stream's own: zero its serial for the hash instead
-	// of copying it (a copy of a large map costs more than the hash).
+// encodeMap marshals a response holding a network map once, for both
+// sending and comparing: the map without its serial is encoded
+// deterministically and hashed (with the posture check paths) into the
+// fingerprint that tells whether a stream's map changed, and the message
+// is assembled from that encoding. Protobuf readers accept fields in any
+// order, so the serial (NetworkMap field 1) goes in front of the rest of
+// the map, and the map (SyncResponse field 5) after the other fields.
+func encodeMap(r *mgmtpb.SyncResponse) (plain []byte, fp [32]byte) {
 	nm := r.GetNetworkMap()
 	serial := nm.GetSerial()
-	if nm != nil {
-		nm.Serial = 0
-	}
-	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(nm)
-	if nm != nil {
-		nm.Serial = serial
-	}
+	nm.Serial = 0
+	body, _ := proto.MarshalOptions{Deterministic: true}.Marshal(nm)
+	nm.Serial = serial
+	h := sha256.New()
+	h.Write(body)
 	for _, ch := range r.GetChecks() {
 		for _, f := range ch.GetFiles() {
-			b = append(append(b, 0), f...)
+			h.Write([]byte{0})
+			h.Write([]byte(f))
 		}
 	}
-	return sha256.Sum256(b)
+	h.Sum(fp[:0])
+
+	r.NetworkMap = nil
+	plain, _ = proto.Marshal(r)
+	r.NetworkMap = nm
+	var head []byte
+	if serial != 0 {
+		head = protowire.AppendTag(head, 1, protowire.VarintType)
+		head = protowire.AppendVarint(head, serial)
+	}
+	plain = protowire.AppendTag(plain, 5, protowire.BytesType)
+	plain = protowire.AppendVarint(plain, uint64(len(head)+len(body)))
+	plain = append(append(plain, head...), body...)
+	return plain, fp
 }

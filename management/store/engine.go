@@ -80,6 +80,10 @@ func openSQLite(ctx context.Context, dir string) (*sqliteEngine, error) {
 		time.Sleep(time.Duration(10+attempt*10) * time.Millisecond)
 	}
 	_ = os.Chmod(path, 0o600)
+	// Keep connections open: each new one runs the pragmas and parses the
+	// schema again, which under many concurrent readers (a reconnect
+	// storm) cost more than the queries (database/sql keeps only 2 idle).
+	db.SetMaxIdleConns(32)
 	return &sqliteEngine{db: db}, nil
 }
 
