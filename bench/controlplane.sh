@@ -4,7 +4,8 @@
 # "1000 2000"), prints a table and writes bench/controlplane.json (not
 # committed). Point LOADGEN_URL/LOADGEN_KEY/LOADGEN_PID at another server
 # of the protocol (NetBird's own management, say) to measure that instead.
-# LOADGEN_ARGS adds loadgen flags: "--deltas" makes the simulated peers ask
+# ACCOUNTS=K spreads the peers over K accounts (the join is measured in
+# one of them; nothing may reach the others). LOADGEN_ARGS adds loadgen flags: "--deltas" makes the simulated peers ask
 # for network map deltas as the wiremesh agent does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,10 @@ for n in $PEERS; do
     trap 'kill $pid 2>/dev/null; rm -rf "$dir"' EXIT
     for _ in $(seq 50); do grep -q "setup-keys create" "$dir/log" && break; sleep 0.1; done
     key=$(bin/netbird-server admin --datadir "$dir" setup-keys create --reusable | tail -1)
+    for _ in $(seq 2 "${ACCOUNTS:-1}"); do
+      acc=$(bin/netbird-server admin --datadir "$dir" accounts create)
+      key="$key,$(bin/netbird-server admin --datadir "$dir" --account "$acc" setup-keys create --reusable | tail -1)"
+    done
     url=http://127.0.0.1:$port
   fi
   ulimit -n 65536 2>/dev/null || true

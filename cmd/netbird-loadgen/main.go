@@ -60,12 +60,17 @@ type Result struct {
 	// JoinCPUSeconds is the server's CPU time from the join until every
 	// stream had it (with --server-pid).
 	JoinCPUSeconds float64 `json:"join_cpu_seconds,omitempty"`
+	// Accounts the peers are spread over (one per setup key); the join's
+	// fan-out is measured in the first, and OtherAccountBytes is what
+	// streams of the others received meanwhile (must be 0).
+	Accounts          int   `json:"accounts"`
+	OtherAccountBytes int64 `json:"other_account_bytes"`
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.url, "m", "", "management URL, e.g. http://127.0.0.1:33073 (required)")
-	flag.StringVar(&o.setupKey, "k", "", "reusable setup key (required)")
+	flag.StringVar(&o.setupKey, "k", "", "reusable setup key (required); several, comma-separated, spread the peers over their accounts (the join happens in the first)")
 	flag.IntVar(&o.peers, "peers", 100, "simulated peers")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "logins in flight")
 	flag.IntVar(&o.perConn, "streams-per-conn", 100, "Sync streams per gRPC connection")
@@ -111,6 +116,7 @@ type client struct {
 	host string
 	// deltas: the peer asks for network map deltas.
 	deltas bool
+	key    string // setup key it registers with
 
 	firstMap atomic.Int64 // unix ns of the first map
 	sawProbe atomic.Int64 // unix ns of the first map listing the probe
@@ -159,7 +165,8 @@ func (c *client) seal(m proto.Message) (*mgmtpb.EncryptedMessage, error) {
 	return &mgmtpb.EncryptedMessage{WgPubKey: c.priv.Public().String(), Body: b}, nil
 }
 
-func (c *client) login(ctx context.Context, setupKey string) error {
+func (c *client) login(ctx context.Context) error {
+	setupKey := c.key
 	msg, err := c.seal(&mgmtpb.LoginRequest{SetupKey: strings.ToLower(setupKey), Meta: c.meta(),
 		PeerKeys: &mgmtpb.PeerKeys{WgPubKey: []byte(c.priv.Public().String())}})
 	if err != nil {
@@ -225,7 +232,8 @@ func (c *client) sync(ctx context.Context, probe *atomic.Pointer[string]) error 
 }
 
 func run(ctx context.Context, o options) (Result, error) {
-	res := Result{Peers: o.peers}
+	keys := strings.Split(o.setupKey, ",")
+	res := Result{Peers: o.peers, Accounts: len(keys)}
 	var conns []*grpc.ClientConn
 	defer func() {
 		for _, c := range conns {
@@ -246,13 +254,24 @@ func run(ctx context.Context, o options) (Result, error) {
 			return res, err
 		}
 		c.deltas = o.deltas
+		c.key = keys[i%len(keys)]
 		clients[i] = c
 	}
 	peers, probe := clients[:o.peers], clients[o.peers]
+	probe.key = keys[0]
+	// The probe's account: the streams its join must reach.
+	var inAcc, others []*client
+	for i, c := range peers {
+		if i%len(keys) == 0 {
+			inAcc = append(inAcc, c)
+		} else {
+			others = append(others, c)
+		}
+	}
 
 	// Logins, o.concurrency at a time.
 	start := time.Now()
-	if err := each(ctx, peers, o.concurrency, func(c *client) error { return c.login(ctx, o.setupKey) }); err != nil {
+	if err := each(ctx, peers, o.concurrency, func(c *client) error { return c.login(ctx) }); err != nil {
 		return res, fmt.Errorf("login: %w", err)
 	}
 	res.LoginPerSecond = float64(o.peers) / time.Since(start).Seconds()
@@ -313,13 +332,13 @@ func run(ctx context.Context, o options) (Result, error) {
 	}
 	probeKey.Store(&k)
 	joined := time.Now()
-	if err := probe.login(ctx, o.setupKey); err != nil {
+	if err := probe.login(ctx); err != nil {
 		return res, fmt.Errorf("probe login: %w", err)
 	}
 	fctx, fcancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer fcancel()
 	_ = waitAll(fctx, errs, func() bool {
-		for _, c := range peers {
+		for _, c := range inAcc {
 			if c.sawProbe.Load() == 0 {
 				return false
 			}
@@ -332,24 +351,33 @@ func run(ctx context.Context, o options) (Result, error) {
 	}
 	var lat []float64
 	var bytes int64
-	for _, c := range peers {
+	for _, c := range inAcc {
 		if at := c.sawProbe.Load(); at != 0 {
 			lat = append(lat, float64(at-joined.UnixNano())/1e6)
 		}
 		bytes += c.bytes.Load()
+	}
+	if len(others) > 0 {
+		time.Sleep(500 * time.Millisecond) // anything leaking would be on its way
+		for _, c := range others {
+			res.OtherAccountBytes += c.bytes.Load()
+		}
 	}
 	res.FanoutReached = len(lat)
 	if len(lat) > 0 {
 		sort.Float64s(lat)
 		res.FanoutP50Ms = lat[len(lat)*50/100]
 		res.FanoutP99Ms = lat[min(len(lat)-1, len(lat)*99/100)]
-		res.BytesPerUpdate = float64(bytes) / float64(len(peers))
+		res.BytesPerUpdate = float64(bytes) / float64(len(inAcc))
 	}
 	if o.serverPID != 0 {
 		res.ServerRSSMB, res.ServerCPUSeconds = procStats(o.serverPID)
 	}
-	if res.FanoutReached < len(peers) {
-		return res, fmt.Errorf("the join reached %d of %d streams within 2 minutes", res.FanoutReached, len(peers))
+	if res.FanoutReached < len(inAcc) {
+		return res, fmt.Errorf("the join reached %d of %d streams within 2 minutes", res.FanoutReached, len(inAcc))
+	}
+	if res.OtherAccountBytes > 0 {
+		return res, fmt.Errorf("a join in one account sent %d bytes to streams of other accounts", res.OtherAccountBytes)
 	}
 	return res, nil
 }

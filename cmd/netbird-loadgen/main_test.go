@@ -47,4 +47,28 @@ func TestLoadgenAgainstServer(t *testing.T) {
 	if n := strings.Count(strings.TrimSpace(out), "\n"); n != 0 {
 		t.Fatalf("the load generator left %d peers:\n%s", n, out)
 	}
+
+	// Two accounts, peers asking for deltas: the join reaches the 20
+	// streams of its account and nothing reaches the other's.
+	acc2, err := proctest.Run(t, "netbird-server", "admin", "--datadir", dir, "accounts", "create")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, acc2)
+	}
+	out, err = proctest.Run(t, "netbird-server", "admin", "--datadir", dir, "--account", strings.TrimSpace(acc2), "setup-keys", "create", "--reusable")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	l2 := strings.Split(strings.TrimSpace(out), "\n")
+	out, err = proctest.Run(t, "netbird-loadgen", "-m", "http://"+addr, "-k", lines[len(lines)-1]+","+l2[len(l2)-1], "--peers", "40", "--deltas", "--json")
+	if err != nil {
+		t.Fatalf("loadgen over two accounts: %v\n%s", err, out)
+	}
+	var r2 Result
+	if err := json.Unmarshal([]byte(out), &r2); err != nil {
+		t.Fatalf("report %q: %v", out, err)
+	}
+	if r2.Accounts != 2 || r2.FanoutReached != 20 || r2.OtherAccountBytes != 0 || r2.BytesPerUpdate <= 0 || r2.BytesPerUpdate > 1000 {
+		t.Fatalf("report over two accounts %+v (a delta per join, nothing to the other account)", r2)
+	}
+	t.Logf("%+v", r2)
 }

@@ -81,7 +81,7 @@ func Command(defaultDir string) *cobra.Command {
 	pf.StringVar(&e.dir, "datadir", defaultDir, "management data directory (the sqlite store lives here)")
 	pf.StringVar(&e.account, "account", "", "account ID to work on (default: the install's default account)")
 	e.flags = storeflag.Bind(pf)
-	root.AddCommand(setupKeysCommand(e), peersCommand(e), groupsCommand(e), policiesCommand(e), eventsCommand(e), exportCommand(e), importCommand(e), backupCommand(e))
+	root.AddCommand(setupKeysCommand(e), accountsCommand(e), peersCommand(e), groupsCommand(e), policiesCommand(e), eventsCommand(e), exportCommand(e), importCommand(e), backupCommand(e))
 	return root
 }
 

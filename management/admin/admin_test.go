@@ -175,3 +175,25 @@ func TestMigrateCommand(t *testing.T) {
 		t.Fatalf("migrate printed:\n%s", out.String())
 	}
 }
+
+// Accounts made by the admin command are separate tenants: a setup key of
+// one registers into it, and listings follow --account.
+func TestAccountsCommand(t *testing.T) {
+	c := store.Config{Engine: store.SQLite, DataDir: t.TempDir()}
+	id := strings.TrimSpace(mustRun(t, c, "accounts", "create"))
+	if len(id) != 36 {
+		t.Fatalf("account ID %q", id)
+	}
+	mustRun(t, c, "setup-keys", "create", "--reusable")
+	mustRun(t, c, "--account", id, "setup-keys", "create", "--reusable")
+	listed := mustRun(t, c, "accounts", "list")
+	if strings.Count(listed, "\n") != 2 || !strings.Contains(listed, id) {
+		t.Fatalf("accounts list:\n%s", listed)
+	}
+	var mine, def []map[string]any
+	_ = json.Unmarshal([]byte(mustRun(t, c, "--account", id, "setup-keys", "list", "--json")), &mine)
+	_ = json.Unmarshal([]byte(mustRun(t, c, "setup-keys", "list", "--json")), &def)
+	if len(mine) != 1 || len(def) != 1 || mine[0]["id"] == def[0]["id"] {
+		t.Fatalf("keys not per account: %v / %v", mine, def)
+	}
+}

@@ -108,7 +108,11 @@ func mapDelta(old, cur *networkmap.Index, remote remoteCache, self account.PeerI
 			if oldVis && c.Old.Key != c.New.Key {
 				d.RemovedPeers = append(d.RemovedPeers, c.Old.Key.String())
 			}
-			d.UpsertPeers = append(d.UpsertPeers, remote[c.ID])
+			rp := remote[c.ID]
+			if rp == nil { // not cached with the state: build it
+				rp = remotePeer(c.New, cur.Domain())
+			}
+			d.UpsertPeers = append(d.UpsertPeers, rp)
 		}
 		add, remove := ruleDiff(firewallRules(oldRules), firewallRules(newRules))
 		d.AddRules = append(d.AddRules, add...)

@@ -22,7 +22,7 @@ import (
 func TestInstancesShareChanges(t *testing.T) {
 	pg := pgtest.Start(t)
 	cfg := store.Config{Engine: store.Postgres, DSN: pg.NewDatabase(t)}
-	e1 := startWith(t, "", server.Options{Store: cfg, Instance: "m1"})
+	e1 := startWith(t, "", server.Options{Store: cfg, Instance: "m1", Heartbeat: 200 * time.Millisecond})
 	e2 := startWith(t, "", server.Options{Store: cfg, Instance: "m2"})
 	for _, e := range []*env{e1, e2} {
 		deadline := time.Now().Add(10 * time.Second)
@@ -81,6 +81,26 @@ func TestInstancesShareChanges(t *testing.T) {
 	if !connectedIn(t, e2, a.Public()) {
 		t.Fatal("a marked offline by the instance it left")
 	}
+	// m1 is taken for dead (as when its heartbeats could not reach the
+	// store): the others record its peers offline; its next beat records
+	// them online again. cp streams from m1.
+	scp, err := cp.Sync(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scp.Close()
+	if err := e2.srv.Store.Tx(c, func(tx *store.Tx) error { return tx.RemoveInstance(c, "m1", time.Now().UnixNano()) }); err != nil {
+		t.Fatal(err)
+	}
+	if connectedIn(t, e2, cp.Public()) {
+		t.Fatal("peer of a removed instance still connected")
+	}
+	for deadline := time.Now().Add(5 * time.Second); !connectedIn(t, e2, cp.Public()); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("an instance taken for dead did not record its peers online again")
+		}
+	}
+
 	// m2 stops cleanly: its peers are offline at once for m1.
 	e2.stop()
 	if connectedIn(t, e1, a.Public()) || connectedIn(t, e1, b.Public()) {

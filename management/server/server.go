@@ -131,7 +131,8 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 				return err
 			}
 		}
-		return tx.Heartbeat(ctx, o.Instance, now)
+		_, err := tx.Heartbeat(ctx, o.Instance, now)
+		return err
 	})
 	if err != nil {
 		st.Close()
@@ -329,12 +330,15 @@ func (s *Server) heartbeat(ctx context.Context, every, ttl time.Duration) {
 		case <-t.C:
 		}
 		now := time.Now()
-		var reaped int64
+		var (
+			reaped  int64
+			revived bool
+		)
 		err := s.Store.Tx(ctx, func(tx *store.Tx) error {
-			if err := tx.Heartbeat(ctx, s.instance, now.UnixNano()); err != nil {
+			var err error
+			if revived, err = tx.Heartbeat(ctx, s.instance, now.UnixNano()); err != nil {
 				return err
 			}
-			var err error
 			reaped, err = tx.ReapInstances(ctx, now.Add(-ttl).UnixNano(), now.UnixNano())
 			return err
 		})
@@ -346,6 +350,26 @@ func (s *Server) heartbeat(ctx context.Context, every, ttl time.Duration) {
 		}
 		if reaped > 0 {
 			s.log.Info("peers of a stopped management instance recorded offline", "peers", reaped)
+		}
+		if revived {
+			// The others took this instance for dead while its heartbeats
+			// failed (the store was unreachable): its peers are still here.
+			subs := s.Hub.Subscribed()
+			s.log.Warn("this instance was taken for dead; recording its peers online again", "peers", len(subs))
+			// Concurrent calls share group-committed transactions.
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, 256)
+			for _, p := range subs {
+				sem <- struct{}{}
+				wg.Add(1)
+				go func() {
+					defer func() { <-sem; wg.Done() }()
+					if err := s.Peers.SetConnected(ctx, p.Account, p.Peer, true); err != nil && ctx.Err() == nil {
+						s.log.Warn("record peer online", "peer", p.Peer, "err", err)
+					}
+				}()
+			}
+			wg.Wait()
 		}
 	}
 }

@@ -100,12 +100,20 @@ func (tx *Tx) MarkAllDisconnected(ctx context.Context, now int64) error {
 	return mapErr(err)
 }
 
-// Heartbeat records that a management instance is alive (registering it
-// the first time).
-func (tx *Tx) Heartbeat(ctx context.Context, instance string, now int64) error {
-	_, err := tx.q.exec(ctx, `INSERT INTO instances (id, started_at, heartbeat) VALUES (?, ?, ?)
+// Heartbeat records that a management instance is alive. registered is
+// true when the instance had no row: at its first beat, or after the others
+// took it for dead (its peers were then recorded offline).
+func (tx *Tx) Heartbeat(ctx context.Context, instance string, now int64) (registered bool, err error) {
+	n, err := tx.q.exec(ctx, `UPDATE instances SET heartbeat = ? WHERE id = ?`, now, instance)
+	if err != nil {
+		return false, mapErr(err)
+	}
+	if n > 0 {
+		return false, nil
+	}
+	_, err = tx.q.exec(ctx, `INSERT INTO instances (id, started_at, heartbeat) VALUES (?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET heartbeat = excluded.heartbeat`, instance, now, now)
-	return mapErr(err)
+	return true, mapErr(err)
 }
 
 // RemoveInstance records a clean stop of an instance: its peers are

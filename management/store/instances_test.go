@@ -37,8 +37,15 @@ func TestInstances(t *testing.T) {
 			return p.Connected
 		}
 		now := time.Now().UnixNano()
-		tx(func(tx *store.Tx) error { return tx.Heartbeat(ctx, "i1", now) })
-		tx(func(tx *store.Tx) error { return tx.Heartbeat(ctx, "i2", now) })
+		beat := func(id string, at int64) bool {
+			t.Helper()
+			var registered bool
+			tx(func(tx *store.Tx) (err error) { registered, err = tx.Heartbeat(ctx, id, at); return })
+			return registered
+		}
+		if !beat("i1", now) || !beat("i2", now) || beat("i1", now) {
+			t.Fatal("first beats must register, later ones not")
+		}
 		tx(func(tx *store.Tx) error { return tx.In(acc.ID).SetPeerConnected(ctx, p1.ID, true, now, "i1") })
 		tx(func(tx *store.Tx) error { return tx.In(acc.ID).SetPeerConnected(ctx, p2.ID, true, now, "i1") })
 		// p1 reconnects on i2, then i1 notices its old stream closed.
@@ -55,13 +62,18 @@ func TestInstances(t *testing.T) {
 		}
 		// i1 stops beating; i2 goes on.
 		later := now + int64(20*time.Second)
-		tx(func(tx *store.Tx) error { return tx.Heartbeat(ctx, "i2", later) })
+		beat("i2", later)
 		tx(func(tx *store.Tx) (err error) {
 			n, err = tx.ReapInstances(ctx, later-int64(15*time.Second), later)
 			return
 		})
 		if n != 1 || !connected(p1.ID) || connected(p2.ID) {
 			t.Fatalf("reaped %d; p1 (on i2) %v, p2 (on dead i1) %v", n, connected(p1.ID), connected(p2.ID))
+		}
+		// i1 was only slow: its next beat registers it again (and it
+		// records its peers again).
+		if !beat("i1", later) {
+			t.Fatal("a reaped instance's beat must say it registered again")
 		}
 		// A clean stop of i2 takes its peers offline at once.
 		tx(func(tx *store.Tx) error { return tx.RemoveInstance(ctx, "i2", later) })

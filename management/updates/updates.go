@@ -114,6 +114,25 @@ func (h *Hub) Accounts() []account.ID {
 	return out
 }
 
+// PeerRef names one subscribed peer.
+type PeerRef struct {
+	Account account.ID
+	Peer    account.PeerID
+}
+
+// Subscribed lists the peers with an open stream.
+func (h *Hub) Subscribed() []PeerRef {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []PeerRef
+	for acc, m := range h.subs {
+		for p := range m {
+			out = append(out, PeerRef{Account: acc, Peer: p})
+		}
+	}
+	return out
+}
+
 // Connected returns how many streams are open.
 func (h *Hub) Connected() int {
 	h.mu.Lock()
