@@ -156,6 +156,8 @@ type session struct {
 	relayed   bool
 	connected bool
 	adopted   bool // the controlled side pointed WireGuard at the path
+	turnOnly  bool // the selected pair goes through a TURN server
+	keptRelay bool // ICE connected through TURN only and the relay server was kept
 	punched   bool // WireGuard uses a path punched beyond ICE (punch.go)
 	punch     punch
 }
@@ -350,13 +352,23 @@ func (c *Conn) run(ctx context.Context) {
 			case relayReady:
 				// A connected ICE pair (adopted or about to be) outranks the relay.
 				c.onRelayReady(ev, &c.rl, c.onICE || (s != nil && s.connected), allowed)
+				if ev.gen == c.rl.gen && c.rl.pc != nil && c.onICE && s != nil && s.turnOnly {
+					// ICE went through TURN before the relay server was
+					// ready: move to the relay as keepRelayOverTURN would
+					// have, so that both sides settle on the same path.
+					if c.useRelay(&c.rl, c.rl.endpoint, allowed) {
+						c.onICE, s.keptRelay = false, true
+					}
+				}
 				configured = configured || c.rl.adopted
 			case relayLost:
 				c.onRelayLost(ev, &c.rl, c.onICE)
 			case relayRetry:
 				c.startRelay(ctx, &c.rl)
 			case adoptRelay:
-				if ev.gen == c.rl.gen && c.rl.pc != nil && !c.onICE && (s == nil || !s.connected) {
+				// Unless an ICE pair is in use or about to be: one that
+				// stays second to the relay (TURN only) does not count.
+				if ev.gen == c.rl.gen && c.rl.pc != nil && !c.onICE && (s == nil || !s.connected || s.keptRelay) {
 					c.useRelay(&c.rl, c.rl.endpoint, allowed)
 				}
 			}
@@ -528,6 +540,7 @@ func (c *Conn) usePath(s *session, allowed []netip.Prefix) bool {
 		return true
 	}
 	var endpoint string
+	s.turnOnly = local.Type() == ice.CandidateTypeRelay || remote.Type() == ice.CandidateTypeRelay
 	if local.Type() == ice.CandidateTypeRelay {
 		endpoint = c.wg.Bind().Relay(c.cfg.Remote.String(), s.conn)
 		s.relayed = true
@@ -598,7 +611,7 @@ func (c *Conn) keepRelayOverTURN(s *session, local, remote ice.Candidate) bool {
 	if !s.connected {
 		c.log.Debug("ICE connected through TURN only; staying on the relay", "relay", c.rl.url)
 	}
-	s.connected = true
+	s.connected, s.keptRelay = true, true
 	c.startPunch(s)
 	return true
 }
