@@ -81,10 +81,6 @@ type Client struct {
 	lastErr       atomic.Value
 	serverKey     atomic.Value // key.Public
 	serverVersion atomic.Value // string
-
-	// NoDeltas, set before Sync, asks for whole network maps only (as
-	// the official clients get them) instead of deltas.
-	NoDeltas bool
 }
 
 // versionHeader is where our management server names its version.
@@ -318,7 +314,7 @@ func (c *Client) syncOnce(ctx context.Context, meta *mgmtpb.PeerSystemMeta, appl
 		return err
 	}
 	body, err := sh.SealProto(&mgmtpb.SyncRequest{Meta: meta,
-		WiremeshCapabilities: &mgmtpb.WiremeshCapabilities{NetworkMapDeltas: !c.NoDeltas}})
+		WiremeshCapabilities: &mgmtpb.WiremeshCapabilities{NetworkMapDeltas: true}})
 	if err != nil {
 		return err
 	}

@@ -90,6 +90,16 @@ func (d *diffs) get(old, cur *networkmap.Index, compute func() ([]networkmap.Cha
 	return r.changes, r.ok
 }
 
+// delta is self's map delta from state old to cur (nil: its map did not
+// change); ok=false when it needs a whole map instead.
+func (s *Server) delta(acc account.ID, self account.PeerID, old, cur *networkmap.Index, remote remoteCache) (*mgmtpb.NetworkMapDelta, bool) {
+	changes, ok := s.snaps.diff(acc, old, cur)
+	if !ok {
+		return nil, false
+	}
+	return mapDelta(old, cur, remote, self, changes)
+}
+
 // mapDelta is self's map delta from old to cur given their peer-local
 // changes (nil: self's map did not change). ok=false means self itself
 // changed, so its whole map is needed.

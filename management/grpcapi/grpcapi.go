@@ -172,11 +172,11 @@ func (s *Server) open(req *mgmtpb.EncryptedMessage, into proto.Message) (key.Pub
 }
 
 func (s *Server) seal(sh *envelope.Shared, m proto.Message) (*mgmtpb.EncryptedMessage, error) {
-	body, err := sh.SealProto(m)
+	plain, err := proto.Marshal(m)
 	if err != nil {
 		return nil, status.Error(codes.Internal, "seal response")
 	}
-	return &mgmtpb.EncryptedMessage{WgPubKey: s.pub.String(), Body: body}, nil
+	return s.sealBytes(sh, plain)
 }
 
 // sealBytes seals an already encoded message.

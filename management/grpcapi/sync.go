@@ -123,21 +123,19 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 				if ix.Serial() <= sent {
 					return nil, false, nil
 				}
-				if changes, ok := s.snaps.diff(peer.AccountID, lastIx, ix); ok {
-					if d, ok := mapDelta(lastIx, ix, remote, peer.ID, changes); ok {
-						lastIx, sent = ix, ix.Serial()
-						if d == nil {
-							s.mapsSkipped.Add(1)
-							return nil, false, nil
-						}
-						d.BaseSerial, d.Serial = clientSerial, ix.Serial()
-						clientSerial = d.Serial
-						lastFP = [32]byte{} // the client's map is no longer the last full one
-						s.mapsSent.Add(1)
-						s.deltasSent.Add(1)
-						msg, err = s.seal(sh, &mgmtpb.SyncResponse{WiremeshDelta: d})
-						return msg, false, err
+				if d, ok := s.delta(peer.AccountID, peer.ID, lastIx, ix, remote); ok {
+					lastIx, sent = ix, ix.Serial()
+					if d == nil {
+						s.mapsSkipped.Add(1)
+						return nil, false, nil
 					}
+					d.BaseSerial, d.Serial = clientSerial, ix.Serial()
+					clientSerial = d.Serial
+					lastFP = [32]byte{} // the client's map is no longer the last full one
+					s.mapsSent.Add(1)
+					s.deltasSent.Add(1)
+					msg, err = s.seal(sh, &mgmtpb.SyncResponse{WiremeshDelta: d})
+					return msg, false, err
 				}
 			}
 			m, ok = ix.Compute(peer.ID)

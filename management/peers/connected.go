@@ -70,14 +70,31 @@ func (s *Service) SetConnected(ctx context.Context, acc account.ID, id account.P
 		// The batch is shared: it must not fail because one caller left.
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		return s.store.Tx(wctx, func(tx *store.Tx) error {
-			for _, it := range items {
-				// A peer deleted meanwhile has nothing to record.
-				if err := tx.In(it.acc).SetPeerConnected(wctx, it.id, it.connected, it.at, s.Instance); err != nil && !errors.Is(err, store.ErrNotFound) {
-					return err
-				}
+		return s.writeConnected(wctx, items)
+	})
+}
+
+// MarkOnline records, in one transaction, that the given peers (by
+// account) have their streams open on this instance.
+func (s *Service) MarkOnline(ctx context.Context, peers map[account.ID][]account.PeerID) error {
+	at := s.now().UnixNano()
+	var items []connUpdate
+	for acc, ids := range peers {
+		for _, id := range ids {
+			items = append(items, connUpdate{acc: acc, id: id, connected: true, at: at})
+		}
+	}
+	return s.writeConnected(ctx, items)
+}
+
+func (s *Service) writeConnected(ctx context.Context, items []connUpdate) error {
+	return s.store.Tx(ctx, func(tx *store.Tx) error {
+		for _, it := range items {
+			// A peer deleted meanwhile has nothing to record.
+			if err := tx.In(it.acc).SetPeerConnected(ctx, it.id, it.connected, it.at, s.Instance); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
 			}
-			return nil
-		})
+		}
+		return nil
 	})
 }

@@ -53,7 +53,8 @@ type Options struct {
 	// MaxSyncs bounds Sync streams being set up at once (0: 1000).
 	MaxSyncs int
 	// Instance names this process among management instances sharing a
-	// Postgres store (empty: a random name).
+	// Postgres store (empty: a random name). Instances heartbeat only on
+	// Postgres: a SQLite store has one.
 	Instance string
 	// Heartbeat is how often the instance tells the store it is alive
 	// (0: 3 s); an instance silent for InstanceTTL (0: 5 heartbeats) is
@@ -122,14 +123,15 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	if o.InstanceTTL <= 0 {
 		o.InstanceTTL = 5 * o.Heartbeat
 	}
+	// One management process per SQLite store: streams do not survive its
+	// restart, so whoever was connected is offline now, and there are no
+	// other instances to tell it is alive. On Postgres the instance
+	// registers; the others' heartbeats decide about their own peers.
+	shared := st.Engine() != store.SQLite
 	err = st.Tx(ctx, func(tx *store.Tx) error {
 		now := time.Now().UnixNano()
-		if st.Engine() == store.SQLite {
-			// One management process per SQLite store: streams do not
-			// survive its restart, so whoever was connected is offline now.
-			if err := tx.MarkAllDisconnected(ctx, now); err != nil {
-				return err
-			}
+		if !shared {
+			return tx.MarkAllDisconnected(ctx, now)
 		}
 		_, err := tx.Heartbeat(ctx, o.Instance, now)
 		return err
@@ -167,12 +169,15 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.seen = seen
-	s.wg.Add(5)
+	s.wg.Add(4)
 	go func() { defer s.wg.Done(); s.watch(wctx, o.Poll) }()
 	go func() { defer s.wg.Done(); s.listen(wctx) }()
-	go func() { defer s.wg.Done(); s.heartbeat(wctx, o.Heartbeat, o.InstanceTTL) }()
 	go func() { defer s.wg.Done(); s.sweepEphemeral(wctx, o.EphemeralTimeout) }()
 	go func() { defer s.wg.Done(); s.sweepLogins(wctx, o.ExpiryCheck) }()
+	if shared {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.heartbeat(wctx, o.Heartbeat, o.InstanceTTL) }()
+	}
 	return s, nil
 }
 
@@ -193,9 +198,6 @@ func (s *Server) Close() error {
 	}
 	return s.Store.Close()
 }
-
-// Instance is this process's name among management instances.
-func (s *Server) Instance() string { return s.instance }
 
 func instanceName() string {
 	h, _ := os.Hostname()
@@ -354,22 +356,10 @@ func (s *Server) heartbeat(ctx context.Context, every, ttl time.Duration) {
 		if revived {
 			// The others took this instance for dead while its heartbeats
 			// failed (the store was unreachable): its peers are still here.
-			subs := s.Hub.Subscribed()
-			s.log.Warn("this instance was taken for dead; recording its peers online again", "peers", len(subs))
-			// Concurrent calls share group-committed transactions.
-			var wg sync.WaitGroup
-			sem := make(chan struct{}, 256)
-			for _, p := range subs {
-				sem <- struct{}{}
-				wg.Add(1)
-				go func() {
-					defer func() { <-sem; wg.Done() }()
-					if err := s.Peers.SetConnected(ctx, p.Account, p.Peer, true); err != nil && ctx.Err() == nil {
-						s.log.Warn("record peer online", "peer", p.Peer, "err", err)
-					}
-				}()
+			s.log.Warn("this instance was taken for dead; recording its peers online again", "streams", s.Hub.Connected())
+			if err := s.Peers.MarkOnline(ctx, s.Hub.Subscribed()); err != nil && ctx.Err() == nil {
+				s.log.Warn("record peers online", "err", err)
 			}
-			wg.Wait()
 		}
 	}
 }

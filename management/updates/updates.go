@@ -114,20 +114,14 @@ func (h *Hub) Accounts() []account.ID {
 	return out
 }
 
-// PeerRef names one subscribed peer.
-type PeerRef struct {
-	Account account.ID
-	Peer    account.PeerID
-}
-
-// Subscribed lists the peers with an open stream.
-func (h *Hub) Subscribed() []PeerRef {
+// Subscribed lists the peers with an open stream, by account.
+func (h *Hub) Subscribed() map[account.ID][]account.PeerID {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []PeerRef
+	out := make(map[account.ID][]account.PeerID, len(h.subs))
 	for acc, m := range h.subs {
 		for p := range m {
-			out = append(out, PeerRef{Account: acc, Peer: p})
+			out[acc] = append(out[acc], p)
 		}
 	}
 	return out

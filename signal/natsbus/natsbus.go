@@ -120,9 +120,6 @@ func (b *Bus) Close() {
 	b.wg.Wait()
 }
 
-// Connected reports whether the NATS connection is up.
-func (b *Bus) Connected() bool { return b.nc.IsConnected() }
-
 // token turns a WireGuard public key (standard base64, with + / =) into a
 // subject token.
 func token(peer string) (string, error) {

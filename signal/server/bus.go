@@ -89,10 +89,7 @@ func (h peerHandler) Message(msg *signalpb.EncryptedMessage) {
 		return
 	}
 	h.s.busIn.Add(1)
-	select {
-	case r.out <- msg:
-		h.s.forwarded.Add(1)
-	default:
+	if !h.s.tryDeliver(r, msg) {
 		// The bus delivers every peer's messages on one goroutine: wait
 		// for this one's room elsewhere.
 		go func() { _ = h.s.deliver(context.Background(), r, msg) }()

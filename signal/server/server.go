@@ -132,13 +132,21 @@ func (s *Server) route(ctx context.Context, msg *signalpb.EncryptedMessage) erro
 	return nil
 }
 
-// deliver queues msg on a local stream, waiting a bounded time for room.
-func (s *Server) deliver(ctx context.Context, r *registration, msg *signalpb.EncryptedMessage) error {
+// tryDeliver queues msg on a local stream if there is room now.
+func (s *Server) tryDeliver(r *registration, msg *signalpb.EncryptedMessage) bool {
 	select {
 	case r.out <- msg:
 		s.forwarded.Add(1)
-		return nil
+		return true
 	default:
+		return false
+	}
+}
+
+// deliver queues msg on a local stream, waiting a bounded time for room.
+func (s *Server) deliver(ctx context.Context, r *registration, msg *signalpb.EncryptedMessage) error {
+	if s.tryDeliver(r, msg) {
+		return nil
 	}
 	t := time.NewTimer(s.o.SendTimeout)
 	defer t.Stop()
