@@ -117,10 +117,23 @@ func (c *client) send(m []byte) {
 var errTimeout = fmt.Errorf("timeout")
 
 func (c *client) recvErr(d time.Duration) ([]byte, error) {
+	// Messages read before the connection ended come first: a select over
+	// both channels would pick at random when both are ready.
+	select {
+	case m := <-c.in:
+		return m, nil
+	default:
+	}
 	select {
 	case m := <-c.in:
 		return m, nil
 	case err := <-c.err:
+		select {
+		case m := <-c.in:
+			c.err <- err
+			return m, nil
+		default:
+		}
 		c.err <- err
 		return nil, err
 	case <-time.After(d):
