@@ -295,12 +295,15 @@ func (c *Client) Sync(ctx context.Context, meta *mgmtpb.PeerSystemMeta, apply fu
 			backoff = 800 * time.Millisecond
 		}
 		// Jitter spreads the reconnects of many agents after an outage.
-		wait := backoff/2 + time.Duration(rand.Int64N(int64(backoff)))
+		wait := backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)))
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
 		}
+		// gRPC keeps its own, longer backoff for a connection that was
+		// refused: the next attempt is ours to time.
+		c.conn.ResetConnectBackoff()
 		// At most ~3 s between attempts: agents are back within seconds of
 		// the server's return.
 		backoff = min(time.Duration(float64(backoff)*1.7), 3*time.Second)

@@ -140,8 +140,10 @@ func (c *Client) Run(ctx context.Context, handle func(Message)) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff/2 + time.Duration(rand.Int64N(int64(backoff)))):
+		case <-time.After(backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)))):
 		}
+		// gRPC keeps its own, longer backoff for a refused connection.
+		c.conn.ResetConnectBackoff()
 		backoff = min(backoff*2, 3*time.Second)
 	}
 }
