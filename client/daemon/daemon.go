@@ -22,6 +22,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/client/engine"
 	"github.com/wiremesh/wiremesh/client/mgmtclient"
+	"github.com/wiremesh/wiremesh/client/resolvconf"
 	"github.com/wiremesh/wiremesh/client/sso"
 	"github.com/wiremesh/wiremesh/client/state"
 	"github.com/wiremesh/wiremesh/proto/daemonpb"
@@ -434,7 +435,7 @@ func (s *Server) start(ctx context.Context, name string, cfg state.Config, t mgm
 	eng, err := engine.Start(ctx, engine.Options{
 		Management: t, Private: cfg.Key(), Hostname: cfg.Hostname, Interface: cfg.InterfaceName,
 		WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: s.version, Log: s.log,
-		ForceRelay: s.forceRelay,
+		ForceRelay: s.forceRelay, DisableDNS: cfg.DisableDNS, ResolvConf: ResolvConf(s.profiles.Dir),
 		OnFatal: func(err error) {
 			s.mu.Lock()
 			mine := s.eng == eng && eng != nil
@@ -560,4 +561,10 @@ func statusProto(st engine.Status) *daemonpb.FullStatus {
 		fs.Relays = append(fs.Relays, &daemonpb.RelayState{URI: r.URI, Available: r.Available, Error: r.Err})
 	}
 	return fs
+}
+
+// ResolvConf is the host resolver file the engine takes over, its original
+// kept in the state directory (one per host, whatever the profile).
+func ResolvConf(stateDir string) resolvconf.File {
+	return resolvconf.File{Path: resolvconf.DefaultPath, Backup: filepath.Join(stateDir, "resolv.conf.original")}
 }

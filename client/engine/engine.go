@@ -23,6 +23,7 @@ import (
 	"github.com/wiremesh/wiremesh/client/mgmtclient"
 	"github.com/wiremesh/wiremesh/client/peer"
 	"github.com/wiremesh/wiremesh/client/relayclient"
+	"github.com/wiremesh/wiremesh/client/resolvconf"
 	"github.com/wiremesh/wiremesh/client/signalclient"
 	"github.com/wiremesh/wiremesh/client/sso"
 	"github.com/wiremesh/wiremesh/client/wg"
@@ -45,6 +46,13 @@ type Options struct {
 	// ForceRelay disables ICE: peers connect through the relay only
 	// (NB_FORCE_RELAY=true, as the official client).
 	ForceRelay bool
+	// DisableDNS leaves the host's resolver alone and serves no peer
+	// names (netbird up --disable-dns).
+	DisableDNS bool
+	// ResolvConf is the host resolver file the DNS service takes over
+	// (with its backup beside the agent's state); a zero Path leaves it
+	// alone while still serving peer names on the overlay address.
+	ResolvConf resolvconf.File
 	// OnFatal is called (once, from a goroutine of the engine) when the
 	// engine stops by itself, e.g. because the peer was deleted.
 	OnFatal func(error)
@@ -62,6 +70,7 @@ type Engine struct {
 	filter *acl.Filter
 	meta   *mgmtpb.PeerSystemMeta
 	checks chan []string // posture check files asked for (reportChecks)
+	dns    *dnsService   // nil with DNS disabled or not listening
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -150,9 +159,23 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 		mc.Close()
 		return nil, err
 	}
+	// A resolv.conf left by a crashed run comes back first, whatever this
+	// run does with DNS.
+	if o.ResolvConf.Path != "" {
+		if restored, err := o.ResolvConf.Restore(); err != nil {
+			o.Log.Warn("restore the host's resolv.conf", "err", err)
+		} else if restored {
+			o.Log.Info("restored the host's resolv.conf left by an earlier run", "path", o.ResolvConf.Path)
+		}
+	}
+	var dnsSvc *dnsService
+	if !o.DisableDNS {
+		dnsSvc = startDNS(addr.Addr(), o.ResolvConf, o.Log)
+	}
 	sigCfg := lr.GetNetbirdConfig().GetSignal()
 	sc, err := signalclient.Dial(sigCfg.GetUri(), sigCfg.GetProtocol() == mgmtpb.HostConfig_HTTPS, o.Private, o.Log)
 	if err != nil {
+		dnsSvc.close()
 		dev.Close()
 		mc.Close()
 		return nil, err
@@ -165,6 +188,7 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 		fqdn:   lr.GetPeerConfig().GetFqdn(),
 		peers:  map[key.Public]*remote{},
 		checks: make(chan []string, 1),
+		dns:    dnsSvc,
 	}
 	dev.Bind().SetProbeHandler(e.onProbe)
 	// The login response's config starts the relay now, so the relayed
@@ -208,6 +232,7 @@ func (e *Engine) Stop() {
 		r.conn.Close()
 	}
 	e.relays.Close()
+	e.dns.close()
 	_ = e.mux.Close()
 	e.dev.Close()
 	e.sig.Close()
@@ -276,6 +301,7 @@ func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
 				e.log.Error("change address", "err", err)
 			} else {
 				e.addr = p
+				e.dns.moveTo(p.Addr())
 			}
 		}
 	}
@@ -284,6 +310,7 @@ func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
 	}
 	e.serial = nm.GetSerial()
 	e.applyFirewall(nm)
+	e.dns.apply(nm.GetDNSConfig(), e.fqdn)
 	want := map[key.Public]*mgmtpb.RemotePeerConfig{}
 	if !nm.GetRemotePeersIsEmpty() {
 		for _, rp := range nm.GetRemotePeers() {

@@ -33,6 +33,7 @@ type Agent struct {
 // StatusJSON is the part of status --json the tests read.
 type StatusJSON struct {
 	NetbirdIP   string `json:"netbirdIp"`
+	FQDN        string `json:"fqdn"`
 	PublicKey   string `json:"publicKey"`
 	ProfileName string `json:"profileName"`
 	Peers       struct {

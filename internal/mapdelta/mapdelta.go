@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/wiremesh/wiremesh/internal/dnszone"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
@@ -65,5 +66,7 @@ func Apply(nm *mgmtpb.NetworkMap, d *mgmtpb.NetworkMapDelta) *mgmtpb.NetworkMap 
 	}
 	out.FirewallRules = append(out.FirewallRules, d.GetAddRules()...)
 	out.FirewallRulesIsEmpty = len(out.FirewallRules) == 0
+	// Peer names follow the peers: the delta carries no DNS records.
+	dnszone.Refresh(out)
 	return out
 }

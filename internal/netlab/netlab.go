@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -44,6 +45,10 @@ type Lab struct {
 
 // PubAddr is the servers' address on the public segment.
 const PubAddr = "10.200.0.1"
+
+// ResolvConf is every namespace's resolv.conf when the lab starts: the
+// name server is on the public segment (a test may serve DNS there).
+const ResolvConf = "# netlab\nsearch lab.test\nnameserver " + PubAddr + "\noptions timeout:1\n"
 
 // Require skips the test unless it can build namespaces.
 func Require(t testing.TB) {
@@ -86,6 +91,16 @@ func (l *Lab) addNS(name string) string {
 	ns := l.NS(name)
 	l.must("ip", "netns", "add", ns)
 	l.nss = append(l.nss, ns)
+	// Its own resolv.conf (ip netns exec bind-mounts it over the host's):
+	// an agent's DNS manager in the namespace rewrites this one, never the
+	// host's.
+	dir := filepath.Join("/etc/netns", ns)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		l.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "resolv.conf"), []byte(ResolvConf), 0o644); err != nil {
+		l.t.Fatal(err)
+	}
 	l.must("ip", "-n", ns, "link", "set", "lo", "up")
 	return ns
 }
@@ -94,6 +109,7 @@ func (l *Lab) addNS(name string) string {
 func (l *Lab) Close() {
 	for i := len(l.nss) - 1; i >= 0; i-- {
 		_ = exec.Command("ip", "netns", "delete", l.nss[i]).Run()
+		_ = os.RemoveAll(filepath.Join("/etc/netns", l.nss[i]))
 	}
 	l.nss = nil
 }

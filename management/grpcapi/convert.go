@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/wiremesh/wiremesh/internal/dnszone"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/networkmap"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
@@ -108,10 +109,20 @@ func peerConfig(m networkmap.Map) *mgmtpb.PeerConfig {
 	}
 }
 
-// remoteCache holds each peer's RemotePeerConfig for one account state:
-// every map that lists a peer shares the same message, built once per
-// change instead of once per map (messages are never modified after).
-type remoteCache map[account.PeerID]*mgmtpb.RemotePeerConfig
+// remoteCache holds how each peer is shown to others for one account
+// state: every map that lists a peer shares the same messages, built once
+// per change instead of once per map (messages are never modified after).
+type remoteCache map[account.PeerID]shown
+
+// shown is a peer as other peers' maps show it.
+type shown struct {
+	rp  *mgmtpb.RemotePeerConfig
+	rec *mgmtpb.SimpleRecord // its DNS record; nil when it has none
+}
+
+func newShown(p *account.Peer, domain string) shown {
+	return shown{rp: remotePeer(p, domain), rec: dnszone.Record(domain, dnszone.Host{FQDN: p.FQDN(domain), IP: p.IP})}
+}
 
 func remotePeer(p *account.Peer, domain string) *mgmtpb.RemotePeerConfig {
 	return &mgmtpb.RemotePeerConfig{
@@ -125,11 +136,11 @@ func remotePeer(p *account.Peer, domain string) *mgmtpb.RemotePeerConfig {
 func remotePeers(m networkmap.Map, cache remoteCache) []*mgmtpb.RemotePeerConfig {
 	out := make([]*mgmtpb.RemotePeerConfig, 0, len(m.Peers))
 	for _, p := range m.Peers {
-		rp := cache[p.ID]
-		if rp == nil {
-			rp = remotePeer(p, m.Domain)
+		sh, ok := cache[p.ID]
+		if !ok {
+			sh = newShown(p, m.Domain)
 		}
-		out = append(out, rp)
+		out = append(out, sh.rp)
 	}
 	return out
 }
@@ -141,7 +152,7 @@ func networkMapProto(m networkmap.Map, cache remoteCache) *mgmtpb.NetworkMap {
 		PeerConfig:                 peerConfig(m),
 		RemotePeers:                rp,
 		RemotePeersIsEmpty:         len(rp) == 0,
-		DNSConfig:                  &mgmtpb.DNSConfig{},
+		DNSConfig:                  dnsConfig(m, cache),
 		RoutesFirewallRulesIsEmpty: true,
 	}
 	if m.AllowAll {
@@ -152,6 +163,30 @@ func networkMapProto(m networkmap.Map, cache remoteCache) *mgmtpb.NetworkMap {
 	// assumes an old server and allows everything.
 	nm.FirewallRulesIsEmpty = len(nm.FirewallRules) == 0
 	return nm
+}
+
+// dnsConfig turns on the peer's DNS service with the zone of the peers it
+// may reach (and itself), as the reference server does: names of peers
+// hidden by policy do not resolve.
+func dnsConfig(m networkmap.Map, cache remoteCache) *mgmtpb.DNSConfig {
+	if m.Domain == "" {
+		return &mgmtpb.DNSConfig{}
+	}
+	z := dnszone.Zone(m.Domain)
+	z.Records = make([]*mgmtpb.SimpleRecord, 0, len(m.Peers)+1)
+	if r := dnszone.Record(m.Domain, dnszone.Host{FQDN: m.Self.FQDN(m.Domain), IP: m.Self.IP}); r != nil {
+		z.Records = append(z.Records, r)
+	}
+	for _, p := range m.Peers {
+		sh, ok := cache[p.ID]
+		if !ok {
+			sh = newShown(p, m.Domain)
+		}
+		if sh.rec != nil {
+			z.Records = append(z.Records, sh.rec)
+		}
+	}
+	return &mgmtpb.DNSConfig{ServiceEnable: true, CustomZones: []*mgmtpb.CustomZone{z}}
 }
 
 // syncResponse is a full update; cfg may be nil for a map-only push.

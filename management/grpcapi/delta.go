@@ -118,11 +118,11 @@ func mapDelta(old, cur *networkmap.Index, remote remoteCache, self account.PeerI
 			if oldVis && c.Old.Key != c.New.Key {
 				d.RemovedPeers = append(d.RemovedPeers, c.Old.Key.String())
 			}
-			rp := remote[c.ID]
-			if rp == nil { // not cached with the state: build it
-				rp = remotePeer(c.New, cur.Domain())
+			sh, ok := remote[c.ID]
+			if !ok { // not cached with the state: build it
+				sh = newShown(c.New, cur.Domain())
 			}
-			d.UpsertPeers = append(d.UpsertPeers, rp)
+			d.UpsertPeers = append(d.UpsertPeers, sh.rp)
 		}
 		add, remove := ruleDiff(firewallRules(oldRules), firewallRules(newRules))
 		d.AddRules = append(d.AddRules, add...)

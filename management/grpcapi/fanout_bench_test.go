@@ -28,7 +28,7 @@ func BenchmarkFanout(b *testing.B) {
 	sh := envelope.NewShared(k1, k2.Public())
 	cache := remoteCache{}
 	for i := range ps {
-		cache[ps[i].ID] = remotePeer(&ps[i], acc.Domain)
+		cache[ps[i].ID] = newShown(&ps[i], acc.Domain)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

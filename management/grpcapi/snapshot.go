@@ -136,12 +136,12 @@ func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID, 
 		// A peer shown as before keeps its message: less to allocate per
 		// state, and streams still pointing at older states share them.
 		if old, ok := e.ix.Peer(ps[i].ID); ok && e.ix.Domain() == a.Domain && sameShown(&old, &ps[i]) {
-			if rp := e.remote[ps[i].ID]; rp != nil {
-				remote[ps[i].ID] = rp
+			if sh, ok := e.remote[ps[i].ID]; ok {
+				remote[ps[i].ID] = sh
 				continue
 			}
 		}
-		remote[ps[i].ID] = remotePeer(&ps[i], a.Domain)
+		remote[ps[i].ID] = newShown(&ps[i], a.Domain)
 	}
 	prev := e.ix
 	e.serial, e.ix, e.remote, e.loaded = a.Serial, networkmap.NewIndex(a, ps, access), remote, true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,7 +64,8 @@ func TestMapDeltas(t *testing.T) {
 		want := fs.LatestMap()
 		fs.Close()
 		if got.GetSerial() != want.GetSerial() || !sameSet(got.GetRemotePeers(), want.GetRemotePeers()) || !sameSet(got.GetFirewallRules(), want.GetFirewallRules()) ||
-			got.GetFirewallRulesIsEmpty() != want.GetFirewallRulesIsEmpty() || got.GetRemotePeersIsEmpty() != want.GetRemotePeersIsEmpty() {
+			got.GetFirewallRulesIsEmpty() != want.GetFirewallRulesIsEmpty() || got.GetRemotePeersIsEmpty() != want.GetRemotePeersIsEmpty() ||
+			!want.GetDNSConfig().GetServiceEnable() || !proto.Equal(got.GetDNSConfig(), want.GetDNSConfig()) {
 			t.Fatalf("map rebuilt from deltas differs from a full one:\n got %v\nwant %v", got, want)
 		}
 		s.Close()
@@ -101,6 +103,18 @@ func TestMapDeltas(t *testing.T) {
 	o.call("DELETE", "/api/peers/"+ids["j0"], nil, 200)
 	if d := waitSerial(sa, before+1).GetWiremeshDelta(); d == nil || len(d.GetRemovedPeers()) != 1 {
 		t.Fatalf("leave: %v", d)
+	}
+	sa = same(sa)
+
+	// A rename: a delta with the peer's new name, which the peer's DNS
+	// zone follows.
+	before = serialOf(sa)
+	o.call("PUT", "/api/peers/"+ids["j1"], map[string]any{"name": "renamed", "ssh_enabled": false, "login_expiration_enabled": false}, 200)
+	if d := waitSerial(sa, before+1).GetWiremeshDelta(); d == nil || len(d.GetUpsertPeers()) != 1 {
+		t.Fatalf("rename: %v", d)
+	}
+	if !slices.ContainsFunc(sa.LatestMap().GetDNSConfig().GetCustomZones()[0].GetRecords(), func(r *mgmtpb.SimpleRecord) bool { return strings.HasPrefix(r.GetName(), "renamed.") }) {
+		t.Fatalf("renamed peer not in the zone: %v", sa.LatestMap().GetDNSConfig())
 	}
 	sa = same(sa)
 

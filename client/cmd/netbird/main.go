@@ -226,6 +226,9 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 	if changed("mtu") {
 		cfg.MTU = f.mtu
 	}
+	if changed("disable-dns") {
+		cfg.DisableDNS = f.disableDNS
+	}
 	t, err := mgmtclient.ParseURL(cfg.ManagementURL)
 	if err != nil {
 		return err
@@ -243,6 +246,7 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 	fatal := make(chan error, 1)
 	e, err := engine.Start(ctx, engine.Options{Management: t, Private: cfg.Key(), SetupKey: setupKey, Hostname: cfg.Hostname,
 		Interface: cfg.InterfaceName, WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: version.Version, Log: log,
+		DisableDNS: cfg.DisableDNS, ResolvConf: daemon.ResolvConf(state.Dir()),
 		OnFatal: func(err error) { fatal <- err }})
 	if err != nil {
 		return err

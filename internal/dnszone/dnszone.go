@@ -1,0 +1,95 @@
+// Package dnszone builds the DNS zone of the peers a network map shows, in
+// the spec's CustomZone form. Management sends it in every full map; the
+// agent rebuilds it after a map delta, so both ends derive it the same way.
+package dnszone
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/miekg/dns"
+
+	"github.com/wiremesh/wiremesh/proto/mgmtpb"
+)
+
+// TTL of peer records, in seconds (as the reference server).
+const TTL = 300
+
+// Host is one peer's name and overlay address.
+type Host struct {
+	FQDN string
+	IP   netip.Addr
+}
+
+// Zone returns an empty zone for domain, in the spec's trailing-dot form.
+func Zone(domain string) *mgmtpb.CustomZone {
+	return &mgmtpb.CustomZone{Domain: dns.Fqdn(strings.ToLower(domain))}
+}
+
+// Record is h's A record in domain, or nil when h's name lies outside it
+// or h has no IPv4 address. Names are lower-cased, without the final dot.
+func Record(domain string, h Host) *mgmtpb.SimpleRecord {
+	zone := dns.Fqdn(strings.ToLower(domain))
+	name := strings.ToLower(strings.TrimSuffix(h.FQDN, "."))
+	if !h.IP.Is4() || name == "" || dns.Fqdn(name) == zone || !dns.IsSubDomain(zone, dns.Fqdn(name)) {
+		return nil
+	}
+	return &mgmtpb.SimpleRecord{Name: name, Type: int64(dns.TypeA), Class: "IN", TTL: TTL, RData: h.IP.String()}
+}
+
+// Peers returns the zone of domain with the records of hosts (in their
+// order; management lists the peer itself, then the others by address).
+func Peers(domain string, hosts []Host) *mgmtpb.CustomZone {
+	z := Zone(domain)
+	z.Records = make([]*mgmtpb.SimpleRecord, 0, len(hosts))
+	for _, h := range hosts {
+		if r := Record(domain, h); r != nil {
+			z.Records = append(z.Records, r)
+		}
+	}
+	return z
+}
+
+// Domain is the peer domain of a map: what follows the first label of the
+// peer's own FQDN ("" when it has none).
+func Domain(selfFQDN string) string {
+	_, d, ok := strings.Cut(strings.TrimSuffix(selfFQDN, "."), ".")
+	if !ok {
+		return ""
+	}
+	return d
+}
+
+// Refresh rebuilds, in nm, the peer zone of the domain of nm's own FQDN
+// from nm's peers (itself first, then the remote peers by address, the
+// order management uses). It changes nothing when
+// the map carries no such zone (DNS off, or a server that sends none).
+func Refresh(nm *mgmtpb.NetworkMap) {
+	pc := nm.GetPeerConfig()
+	domain := Domain(pc.GetFqdn())
+	if domain == "" || !nm.GetDNSConfig().GetServiceEnable() {
+		return
+	}
+	zone := dns.Fqdn(strings.ToLower(domain))
+	i := slices.IndexFunc(nm.DNSConfig.CustomZones, func(z *mgmtpb.CustomZone) bool { return strings.EqualFold(z.GetDomain(), zone) })
+	if i < 0 {
+		return
+	}
+	var hosts []Host
+	if p, err := netip.ParsePrefix(pc.GetAddress()); err == nil {
+		hosts = append(hosts, Host{FQDN: pc.GetFqdn(), IP: p.Addr()})
+	}
+	var others []Host
+	for _, rp := range nm.GetRemotePeers() {
+		if ips := rp.GetAllowedIps(); len(ips) > 0 {
+			if p, err := netip.ParsePrefix(ips[0]); err == nil {
+				others = append(others, Host{FQDN: rp.GetFqdn(), IP: p.Addr()})
+			}
+		}
+	}
+	slices.SortStableFunc(others, func(a, b Host) int { return a.IP.Compare(b.IP) })
+	z := Peers(domain, append(hosts, others...))
+	z.SearchDomainDisabled = nm.DNSConfig.CustomZones[i].GetSearchDomainDisabled()
+	nm.DNSConfig.CustomZones[i] = z
+}
