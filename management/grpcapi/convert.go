@@ -114,14 +114,23 @@ func peerConfig(m networkmap.Map) *mgmtpb.PeerConfig {
 // per change instead of once per map (messages are never modified after).
 type remoteCache map[account.PeerID]shown
 
-// shown is a peer as other peers' maps show it.
+// shown is a peer as other peers' maps show it, as messages and, for
+// whole maps, already marshaled (the bulk of every map is copied, not
+// encoded again per stream).
 type shown struct {
-	rp  *mgmtpb.RemotePeerConfig
-	rec *mgmtpb.SimpleRecord // its DNS record; nil when it has none
+	rp      *mgmtpb.RemotePeerConfig
+	rec     *mgmtpb.SimpleRecord // its DNS record; nil when it has none
+	rpWire  []byte
+	recWire []byte
 }
 
 func newShown(p *account.Peer, domain string) shown {
-	return shown{rp: remotePeer(p, domain), rec: dnszone.Record(domain, dnszone.Host{FQDN: p.FQDN(domain), IP: p.IP})}
+	sh := shown{rp: remotePeer(p, domain), rec: dnszone.Record(domain, dnszone.Host{FQDN: p.FQDN(domain), IP: p.IP})}
+	sh.rpWire, _ = proto.MarshalOptions{Deterministic: true}.Marshal(sh.rp)
+	if sh.rec != nil {
+		sh.recWire, _ = proto.MarshalOptions{Deterministic: true}.Marshal(sh.rec)
+	}
+	return sh
 }
 
 func remotePeer(p *account.Peer, domain string) *mgmtpb.RemotePeerConfig {
@@ -133,26 +142,37 @@ func remotePeer(p *account.Peer, domain string) *mgmtpb.RemotePeerConfig {
 	}
 }
 
-func remotePeers(m networkmap.Map, cache remoteCache) []*mgmtpb.RemotePeerConfig {
+// bulk is most of a whole map, already marshaled: its remote peers and its
+// peer zone's DNS records, in the order the map lists them (encodeMap
+// copies them instead of encoding them again for every stream).
+type bulk struct {
+	peers   [][]byte
+	records [][]byte
+}
+
+func remotePeers(m networkmap.Map, cache remoteCache, b *bulk) []*mgmtpb.RemotePeerConfig {
 	out := make([]*mgmtpb.RemotePeerConfig, 0, len(m.Peers))
+	b.peers = make([][]byte, 0, len(m.Peers))
 	for _, p := range m.Peers {
 		sh, ok := cache[p.ID]
 		if !ok {
 			sh = newShown(p, m.Domain)
 		}
 		out = append(out, sh.rp)
+		b.peers = append(b.peers, sh.rpWire)
 	}
 	return out
 }
 
-func networkMapProto(m networkmap.Map, cache remoteCache) *mgmtpb.NetworkMap {
-	rp := remotePeers(m, cache)
+func networkMapProto(m networkmap.Map, cache remoteCache) (*mgmtpb.NetworkMap, *bulk) {
+	b := &bulk{}
+	rp := remotePeers(m, cache, b)
 	nm := &mgmtpb.NetworkMap{
 		Serial:                     m.Serial,
 		PeerConfig:                 peerConfig(m),
 		RemotePeers:                rp,
 		RemotePeersIsEmpty:         len(rp) == 0,
-		DNSConfig:                  dnsConfig(m, cache),
+		DNSConfig:                  dnsConfig(m, cache, b),
 		RoutesFirewallRulesIsEmpty: true,
 	}
 	if m.AllowAll {
@@ -162,20 +182,23 @@ func networkMapProto(m networkmap.Map, cache remoteCache) *mgmtpb.NetworkMap {
 	// An empty list must say so: without the flag the official client
 	// assumes an old server and allows everything.
 	nm.FirewallRulesIsEmpty = len(nm.FirewallRules) == 0
-	return nm
+	return nm, b
 }
 
 // dnsConfig turns on the peer's DNS service with the zone of the peers it
 // may reach (and itself), as the reference server does: names of peers
 // hidden by policy do not resolve.
-func dnsConfig(m networkmap.Map, cache remoteCache) *mgmtpb.DNSConfig {
+func dnsConfig(m networkmap.Map, cache remoteCache, b *bulk) *mgmtpb.DNSConfig {
 	if m.Domain == "" {
 		return &mgmtpb.DNSConfig{}
 	}
 	z := dnszone.Zone(m.Domain)
 	z.Records = make([]*mgmtpb.SimpleRecord, 0, len(m.Peers)+1)
+	b.records = make([][]byte, 0, len(m.Peers)+1)
 	if r := dnszone.Record(m.Domain, dnszone.Host{FQDN: m.Self.FQDN(m.Domain), IP: m.Self.IP}); r != nil {
+		w, _ := proto.MarshalOptions{Deterministic: true}.Marshal(r)
 		z.Records = append(z.Records, r)
+		b.records = append(b.records, w)
 	}
 	for _, p := range m.Peers {
 		sh, ok := cache[p.ID]
@@ -184,14 +207,15 @@ func dnsConfig(m networkmap.Map, cache remoteCache) *mgmtpb.DNSConfig {
 		}
 		if sh.rec != nil {
 			z.Records = append(z.Records, sh.rec)
+			b.records = append(b.records, sh.recWire)
 		}
 	}
 	return &mgmtpb.DNSConfig{ServiceEnable: true, CustomZones: []*mgmtpb.CustomZone{z}}
 }
 
 // syncResponse is a full update; cfg may be nil for a map-only push.
-func syncResponse(m networkmap.Map, cfg *mgmtpb.NetbirdConfig, legacy bool, cache remoteCache) *mgmtpb.SyncResponse {
-	nm := networkMapProto(m, cache)
+func syncResponse(m networkmap.Map, cfg *mgmtpb.NetbirdConfig, legacy bool, cache remoteCache) (*mgmtpb.SyncResponse, *bulk) {
+	nm, b := networkMapProto(m, cache)
 	r := &mgmtpb.SyncResponse{NetbirdConfig: cfg, NetworkMap: nm}
 	if len(m.CheckFiles) > 0 {
 		// The agent reports on these (exists, process running) in its meta.
@@ -202,7 +226,7 @@ func syncResponse(m networkmap.Map, cfg *mgmtpb.NetbirdConfig, legacy bool, cach
 		r.RemotePeers = nm.RemotePeers
 		r.RemotePeersIsEmpty = nm.RemotePeersIsEmpty
 	}
-	return r
+	return r, b
 }
 
 // deletedResponse tells a removed peer to drop every connection, as the

@@ -1,16 +1,24 @@
 package grpcapi
 
 import (
+	"fmt"
+	"hash/maphash"
+	"net/netip"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/networkmap"
+	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
 // encodeMap's hand-assembled message decodes to the response it encoded,
 // and its fingerprint ignores the serial but not the map or the checks.
 func TestEncodeMap(t *testing.T) {
+	seed := maphash.MakeSeed()
 	mk := func(serial uint64, peer string, files ...string) *mgmtpb.SyncResponse {
 		nm := &mgmtpb.NetworkMap{Serial: serial, PeerConfig: &mgmtpb.PeerConfig{Address: "100.64.0.1/16"},
 			RemotePeers: []*mgmtpb.RemotePeerConfig{{WgPubKey: peer, AllowedIps: []string{"100.64.0.2/32"}}}, FirewallRulesIsEmpty: true}
@@ -23,7 +31,7 @@ func TestEncodeMap(t *testing.T) {
 	}
 	for _, r := range []*mgmtpb.SyncResponse{mk(0, "a"), mk(7, "a"), mk(1<<40, "b", "/x", "/y"), {NetworkMap: &mgmtpb.NetworkMap{}}} {
 		want := proto.Clone(r)
-		plain, _ := encodeMap(r)
+		plain, _ := encodeMap(seed, r, nil)
 		var got mgmtpb.SyncResponse
 		if err := proto.Unmarshal(plain, &got); err != nil {
 			t.Fatal(err)
@@ -32,11 +40,56 @@ func TestEncodeMap(t *testing.T) {
 			t.Fatalf("decoded %v\nwant %v (and the input unchanged)", &got, want)
 		}
 	}
-	_, a := encodeMap(mk(1, "a"))
-	_, a2 := encodeMap(mk(2, "a"))
-	_, b := encodeMap(mk(1, "b"))
-	_, c := encodeMap(mk(1, "a", "/x"))
+	_, a := encodeMap(seed, mk(1, "a"), nil)
+	_, a2 := encodeMap(seed, mk(2, "a"), nil)
+	_, b := encodeMap(seed, mk(1, "b"), nil)
+	_, c := encodeMap(seed, mk(1, "a", "/x"), nil)
 	if a != a2 || a == b || a == c {
 		t.Fatal("fingerprint: serial must not count; peers and checks must")
+	}
+}
+
+// TestEncodeBulk: a whole map whose peers and DNS records come
+// pre-marshaled from the account state decodes to the same response as
+// one encoded field by field, and its fingerprint follows the map.
+func TestEncodeBulk(t *testing.T) {
+	seed := maphash.MakeSeed()
+	acc := account.Account{ID: "a", Domain: "netbird.selfhosted", Network: netip.MustParsePrefix("100.64.0.0/16"), Serial: 5}
+	var ps []account.Peer
+	ip := acc.Network.Addr()
+	for i := range 50 {
+		k, _ := key.NewPrivate()
+		ip = ip.Next()
+		ps = append(ps, account.Peer{ID: account.PeerID(fmt.Sprint("p", i)), AccountID: "a", Key: k.Public(), IP: ip, Name: fmt.Sprint("h", i), DNSLabel: fmt.Sprint("h", i)})
+	}
+	all, pol := store.DefaultAccess("a")
+	ix := networkmap.NewIndex(acc, ps, networkmap.Access{Groups: []account.Group{all}, Policies: []account.Policy{pol}})
+	cache := remoteCache{}
+	for i := range ps[:40] { // the others are built on the fly
+		cache[ps[i].ID] = newShown(&ps[i], acc.Domain)
+	}
+	fps := map[uint64]bool{}
+	for _, self := range []account.PeerID{"p0", "p45", "p7"} {
+		m, _ := ix.Compute(self)
+		r, b := syncResponse(m, &mgmtpb.NetbirdConfig{Signal: &mgmtpb.HostConfig{Uri: "s:1"}}, true, cache)
+		if len(b.peers) != 49 || len(b.records) != 50 {
+			t.Fatalf("bulk: %d peers, %d records", len(b.peers), len(b.records))
+		}
+		want := proto.Clone(r)
+		plain, fp := encodeMap(seed, r, b)
+		var got mgmtpb.SyncResponse
+		if err := proto.Unmarshal(plain, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(&got, want) || !proto.Equal(r, want) {
+			t.Fatalf("%s: decoded %v\nwant %v (and the input unchanged)", self, &got, want)
+		}
+		if _, again := encodeMap(seed, r, b); again != fp {
+			t.Fatal("fingerprint not stable")
+		}
+		fps[fp] = true
+	}
+	if len(fps) != 3 {
+		t.Fatal("different maps share a fingerprint")
 	}
 }

@@ -7,6 +7,7 @@ package grpcapi
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -108,6 +109,9 @@ type Server struct {
 	// keyGuard limits wrong setup keys per source address: 10 at once,
 	// then one per 6 s.
 	keyGuard *ratelimit.Failures
+	// fpSeed keys the fingerprints of the maps sent (compared only within
+	// this process).
+	fpSeed maphash.Seed
 
 	logins, loginFailures, mapsSent, mapsSkipped, guessesRefused atomic.Int64
 	deltasSent                                                   atomic.Int64
@@ -139,7 +143,7 @@ func New(o Options) *Server {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Server{o: o, pub: o.ServerKey.Public(), closed: make(chan struct{}), keyGuard: ratelimit.New(10, 6*time.Second, o.Now),
+	return &Server{o: o, pub: o.ServerKey.Public(), closed: make(chan struct{}), fpSeed: maphash.MakeSeed(), keyGuard: ratelimit.New(10, 6*time.Second, o.Now),
 		mapSlots: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
 }
 

@@ -2,7 +2,7 @@ package grpcapi
 
 import (
 	"context"
-	"crypto/sha256"
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -83,7 +83,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		return stream.Send(msg)
 	}
 	var sent uint64
-	var lastFP [32]byte
+	var lastFP uint64
 	var lastSig networkmap.Sig
 	// For delta streams: the account state the client's map reflects, and
 	// the serial of the last map or delta it was sent.
@@ -131,7 +131,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 					}
 					d.BaseSerial, d.Serial = clientSerial, ix.Serial()
 					clientSerial = d.Serial
-					lastFP = [32]byte{} // the client's map is no longer the last full one
+					lastFP = 0 // the client's map is no longer the last full one
 					s.mapsSent.Add(1)
 					s.deltasSent.Add(1)
 					msg, err = s.seal(sh, &mgmtpb.SyncResponse{WiremeshDelta: d})
@@ -159,11 +159,11 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 			cfg = s.netbirdConfig(ctx)
 		}
 		sent = m.Serial
-		r := syncResponse(m, cfg, legacy, remote)
+		r, b := syncResponse(m, cfg, legacy, remote)
 		// A change elsewhere in the account that leaves this peer's map as
 		// it was (another peer's policy, a group it is not in) is not sent:
 		// only the affected peers get an update.
-		plain, fp := encodeMap(r)
+		plain, fp := encodeMap(s.fpSeed, r, b)
 		if deltas {
 			lastIx = ix
 		}
@@ -297,27 +297,30 @@ func (s *Server) Job(stream grpc.BidiStreamingServer[mgmtpb.EncryptedMessage, mg
 }
 
 // encodeMap marshals a response holding a network map once, for both
-// sending and comparing: the map without its serial is encoded
-// deterministically and hashed (with the posture check paths) into the
-// fingerprint that tells whether a stream's map changed, and the message
-// is assembled from that encoding. Protobuf readers accept fields in any
-// order, so the serial (NetworkMap field 1) goes in front of the rest of
-// the map, and the map (SyncResponse field 5) after the other fields.
-func encodeMap(r *mgmtpb.SyncResponse) (plain []byte, fp [32]byte) {
+// sending and comparing: the map without its serial is encoded and hashed
+// (with the posture check paths) into the fingerprint that tells whether
+// a stream's map changed, and the message is assembled from that encoding.
+// Protobuf readers accept fields in any order, so the serial (NetworkMap
+// field 1) goes in front of the rest of the map, the map (SyncResponse
+// field 5) after the other fields, and the bulk (remote peers and peer
+// DNS records, marshaled once per account state) after the map's other
+// fields. b may be nil (everything is marshaled here then).
+func encodeMap(seed maphash.Seed, r *mgmtpb.SyncResponse, b *bulk) (plain []byte, fp uint64) {
 	nm := r.GetNetworkMap()
 	serial := nm.GetSerial()
 	nm.Serial = 0
-	body, _ := proto.MarshalOptions{Deterministic: true}.Marshal(nm)
+	body := encodeBody(nm, b)
 	nm.Serial = serial
-	h := sha256.New()
+	var h maphash.Hash
+	h.SetSeed(seed)
 	h.Write(body)
 	for _, ch := range r.GetChecks() {
 		for _, f := range ch.GetFiles() {
-			h.Write([]byte{0})
-			h.Write([]byte(f))
+			h.WriteByte(0)
+			h.WriteString(f)
 		}
 	}
-	h.Sum(fp[:0])
+	fp = h.Sum64()
 
 	r.NetworkMap = nil
 	plain, _ = proto.Marshal(r)
@@ -331,4 +334,74 @@ func encodeMap(r *mgmtpb.SyncResponse) (plain []byte, fp [32]byte) {
 	plain = protowire.AppendVarint(plain, uint64(len(head)+len(body)))
 	plain = append(append(plain, head...), body...)
 	return plain, fp
+}
+
+// Field numbers of the bulk of a map.
+const (
+	fieldNetworkMapRemotePeers = 3
+	fieldNetworkMapDNSConfig   = 6
+	fieldDNSConfigCustomZones  = 3
+	fieldCustomZoneRecords     = 2
+)
+
+var deterministic = proto.MarshalOptions{Deterministic: true}
+
+// encodeBody encodes nm, taking its remote peers and its first zone's
+// records from b when b matches them.
+func encodeBody(nm *mgmtpb.NetworkMap, b *bulk) []byte {
+	dc := nm.GetDNSConfig()
+	var zone *mgmtpb.CustomZone
+	if zs := dc.GetCustomZones(); len(zs) > 0 {
+		zone = zs[0]
+	}
+	if b == nil || len(b.peers) != len(nm.GetRemotePeers()) || len(b.records) != len(zone.GetRecords()) {
+		body, _ := deterministic.Marshal(nm)
+		return body
+	}
+	peers := nm.RemotePeers
+	nm.RemotePeers, nm.DNSConfig = nil, nil
+	body, _ := deterministic.Marshal(nm)
+	nm.RemotePeers, nm.DNSConfig = peers, dc
+	size := len(body)
+	for _, p := range b.peers {
+		size += protowire.SizeTag(fieldNetworkMapRemotePeers) + protowire.SizeBytes(len(p))
+	}
+	for _, r := range b.records {
+		size += protowire.SizeTag(fieldCustomZoneRecords) + protowire.SizeBytes(len(r))
+	}
+	out := make([]byte, 0, size+256)
+	out = append(out, body...)
+	for _, p := range b.peers {
+		out = protowire.AppendTag(out, fieldNetworkMapRemotePeers, protowire.BytesType)
+		out = protowire.AppendBytes(out, p)
+	}
+	if dc == nil {
+		return out
+	}
+	// DNSConfig: its own fields but the zones, the first zone with its
+	// records from b, then the other zones.
+	zones := dc.CustomZones
+	dc.CustomZones = nil
+	inner, _ := deterministic.Marshal(dc)
+	dc.CustomZones = zones
+	var zb []byte
+	if zone != nil {
+		recs := zone.Records
+		zone.Records = nil
+		zb, _ = deterministic.Marshal(zone)
+		zone.Records = recs
+		for _, r := range b.records {
+			zb = protowire.AppendTag(zb, fieldCustomZoneRecords, protowire.BytesType)
+			zb = protowire.AppendBytes(zb, r)
+		}
+		inner = protowire.AppendTag(inner, fieldDNSConfigCustomZones, protowire.BytesType)
+		inner = protowire.AppendBytes(inner, zb)
+		for _, z := range zones[1:] {
+			w, _ := deterministic.Marshal(z)
+			inner = protowire.AppendTag(inner, fieldDNSConfigCustomZones, protowire.BytesType)
+			inner = protowire.AppendBytes(inner, w)
+		}
+	}
+	out = protowire.AppendTag(out, fieldNetworkMapDNSConfig, protowire.BytesType)
+	return protowire.AppendBytes(out, inner)
 }
