@@ -21,6 +21,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/client/acl"
 	"github.com/wiremesh/wiremesh/client/mgmtclient"
+	"github.com/wiremesh/wiremesh/client/nftfw"
 	"github.com/wiremesh/wiremesh/client/peer"
 	"github.com/wiremesh/wiremesh/client/relayclient"
 	"github.com/wiremesh/wiremesh/client/resolvconf"
@@ -46,6 +47,10 @@ type Options struct {
 	// ForceRelay disables ICE: peers connect through the relay only
 	// (NB_FORCE_RELAY=true, as the official client).
 	ForceRelay bool
+	// Firewall is where the map's firewall rules are enforced:
+	// FirewallUserspace (the default) in wireguard-go's packet path, or
+	// FirewallNftables in the kernel on the interface (NB_FIREWALL).
+	Firewall string
 	// DisableDNS leaves the host's resolver alone and serves no peer
 	// names (netbird up --disable-dns).
 	DisableDNS bool
@@ -67,7 +72,7 @@ type Engine struct {
 	dev    *wg.Device
 	mux    *peer.Mux
 	relays *relayclient.Manager
-	filter *acl.Filter
+	filter ruleSetter
 	meta   *mgmtpb.PeerSystemMeta
 	checks chan []string // posture check files asked for (reportChecks)
 	dns    *dnsService   // nil with DNS disabled or not listening
@@ -148,13 +153,37 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	if mtu == 0 {
 		mtu = 1280
 	}
-	filter := acl.New()
-	dev, err := wg.New(wg.Config{Name: o.Interface, MTU: mtu, Port: o.WGPort, Private: o.Private, Filter: filter}, o.Log)
+	var (
+		filter ruleSetter
+		pf     wg.PacketFilter
+	)
+	switch o.Firewall {
+	case "", FirewallUserspace:
+		f := acl.New()
+		filter, pf = userspaceFirewall{f}, f
+	case FirewallNftables:
+	default:
+		mc.Close()
+		return nil, fmt.Errorf("unknown firewall %q (want %s or %s)", o.Firewall, FirewallUserspace, FirewallNftables)
+	}
+	dev, err := wg.New(wg.Config{Name: o.Interface, MTU: mtu, Port: o.WGPort, Private: o.Private, Filter: pf}, o.Log)
 	if err != nil {
 		mc.Close()
 		return nil, err
 	}
+	if filter == nil {
+		// Installed before the interface has an address or peers: no
+		// packet passes it unfiltered.
+		nf, err := nftfw.New(dev.Name())
+		if err != nil {
+			dev.Close()
+			mc.Close()
+			return nil, fmt.Errorf("%w (NB_FIREWALL=%s needs nf_tables and CAP_NET_ADMIN)", err, FirewallNftables)
+		}
+		filter = nftFirewall{nf, o.Log}
+	}
 	if err := dev.SetAddress(addr, mtu); err != nil {
+		filter.close()
 		dev.Close()
 		mc.Close()
 		return nil, err
@@ -176,6 +205,7 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	sc, err := signalclient.Dial(sigCfg.GetUri(), sigCfg.GetProtocol() == mgmtpb.HostConfig_HTTPS, o.Private, o.Log)
 	if err != nil {
 		dnsSvc.close()
+		filter.close()
 		dev.Close()
 		mc.Close()
 		return nil, err
@@ -235,6 +265,7 @@ func (e *Engine) Stop() {
 	e.dns.close()
 	_ = e.mux.Close()
 	e.dev.Close()
+	e.filter.close()
 	e.sig.Close()
 	e.mgmt.Close()
 }

@@ -61,6 +61,8 @@ type Mesh struct {
 	StoreArgs []string
 	Key       string
 	Server    *proctest.Proc
+	// AgentEnv is added to every agent daemon's environment.
+	AgentEnv []string
 }
 
 // NewMesh builds the lab and starts the server on the embedded store.
@@ -111,7 +113,7 @@ func (m *Mesh) RestartDaemon(a *Agent) *Agent {
 	t := m.t
 	a.Daemon = proctest.StartCmd(t, m.Lab.Cmd(a.NS, proctest.Binary(t, "netbird"), "service", "run", "--daemon-addr", a.Sock, "-l", "debug",
 		"--metrics-addr", "127.0.0.1:"+agentMetricsPort),
-		[]string{"NB_STATE_DIR=" + a.Dir})
+		append([]string{"NB_STATE_DIR=" + a.Dir}, m.AgentEnv...))
 	a.Daemon.Wait(t, regexp.MustCompile(`daemon listening`), 10*time.Second)
 	return a
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
+
 	"github.com/wiremesh/wiremesh/internal/netlab"
 )
 
@@ -75,11 +77,33 @@ func echoes(c net.Conn) bool {
 // policy disappears from the others' maps; the change reaches running
 // agents quickly and does not restart the tunnel (an open connection
 // survives it).
-func TestPolicyEnforced(t *testing.T) {
+func TestPolicyEnforced(t *testing.T) { policyEnforced(t, NewMesh(t)) }
+
+// TestPolicyEnforcedNftables: the same with the rules in the kernel's
+// nftables on the interface (NB_FIREWALL=nftables, what kernel WireGuard
+// interfaces use) instead of the userspace filter.
+func TestPolicyEnforcedNftables(t *testing.T) {
 	m := NewMesh(t)
+	m.AgentEnv = []string{"NB_FIREWALL=nftables"}
+	policyEnforced(t, m)
+}
+
+func policyEnforced(t *testing.T, m *Mesh) {
 	a, b, c := m.Agent("a", netlab.Home), m.Agent("b", netlab.Home), m.Agent("c", netlab.Home)
 	for _, x := range []*Agent{a, b, c} {
 		m.Up(x)
+	}
+	if len(m.AgentEnv) > 0 {
+		if !hasTable(t, b.NS, "wiremesh-"+b.Iface) {
+			t.Fatal("NB_FIREWALL=nftables: no nftables table for the interface")
+		}
+		defer func() {
+			if out, err := m.CLI(b, "down"); err != nil {
+				t.Errorf("down: %v\n%s", err, out)
+			} else if hasTable(t, b.NS, "wiremesh-"+b.Iface) {
+				t.Error("down left the nftables table behind")
+			}
+		}()
 	}
 	ipA, ipB, ipC := IPOf(m.Status(a)), IPOf(m.Status(b)), IPOf(m.Status(c))
 	if _, ok := m.WaitPing(a, ipB, 15*time.Second); !ok {
@@ -205,4 +229,24 @@ func TestPolicyEnforced(t *testing.T) {
 	} else {
 		cn.Close()
 	}
+}
+
+// hasTable reports whether namespace ns holds an nftables table.
+func hasTable(t *testing.T, ns, name string) bool {
+	t.Helper()
+	found := false
+	if err := netlab.Do(ns, func() error {
+		c, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		ts, err := c.ListTables()
+		for _, tb := range ts {
+			found = found || tb.Name == name
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return found
 }

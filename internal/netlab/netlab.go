@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,6 +132,25 @@ func (l *Lab) Exec(ns string, args ...string) (string, error) {
 // Cmd prepares a command to run inside a namespace.
 func (l *Lab) Cmd(ns string, args ...string) *exec.Cmd {
 	return exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...)
+}
+
+// Pair adds two hosts joined by a direct link (eth0 on both, no NAT) and
+// returns their namespaces and addresses.
+func (l *Lab) Pair(name1, name2 string) (ns1, ns2 string, addr1, addr2 netip.Addr) {
+	l.t.Helper()
+	l.sites++
+	n := l.sites
+	ns1, ns2 = l.addNS(name1), l.addNS(name2)
+	addr1, addr2 = netip.AddrFrom4([4]byte{10, 200, byte(n), 1}), netip.AddrFrom4([4]byte{10, 200, byte(n), 2})
+	l.must("ip", "link", "add", "eth0", "netns", ns1, "type", "veth", "peer", "name", "eth0", "netns", ns2)
+	for _, h := range []struct {
+		ns   string
+		addr netip.Addr
+	}{{ns1, addr1}, {ns2, addr2}} {
+		l.must("ip", "-n", h.ns, "addr", "add", h.addr.String()+"/24", "dev", "eth0")
+		l.must("ip", "-n", h.ns, "link", "set", "eth0", "up")
+	}
+	return ns1, ns2, addr1, addr2
 }
 
 // Site adds a router of the given kind on the public segment and one host

@@ -246,8 +246,9 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 	fatal := make(chan error, 1)
 	e, err := engine.Start(ctx, engine.Options{Management: t, Private: cfg.Key(), SetupKey: setupKey, Hostname: cfg.Hostname,
 		Interface: cfg.InterfaceName, WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: version.Version, Log: log,
-		DisableDNS: cfg.DisableDNS, ResolvConf: daemon.ResolvConf(state.Dir()),
-		OnFatal: func(err error) { fatal <- err }})
+		DisableDNS: cfg.DisableDNS, ResolvConf: daemon.ResolvConf(state.Dir()), Firewall: os.Getenv("NB_FIREWALL"),
+		ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true",
+		OnFatal:    func(err error) { fatal <- err }})
 	if err != nil {
 		return err
 	}

@@ -38,8 +38,10 @@ func serviceConfig(g *globals, name string) (*service.Config, error) {
 		args = append(args, "--metrics-addr", g.metricsAddr)
 	}
 	env := map[string]string{}
-	if d := os.Getenv("NB_STATE_DIR"); d != "" {
-		env["NB_STATE_DIR"] = d
+	for _, k := range []string{"NB_STATE_DIR", "NB_FIREWALL", "NB_FORCE_RELAY"} {
+		if v := os.Getenv(k); v != "" {
+			env[k] = v
+		}
 	}
 	return &service.Config{
 		Name:        name,
@@ -94,7 +96,7 @@ func newDaemon(g *globals) (*daemon.Server, error) {
 		return nil, err
 	}
 	return daemon.New(version.Version, log, daemon.Options{StateDir: state.Dir(), ConfigPath: g.config, ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true",
-		MetricsAddr: g.metricsAddr}), nil
+		Firewall: os.Getenv("NB_FIREWALL"), MetricsAddr: g.metricsAddr}), nil
 }
 
 func (p *program) Stop(service.Service) error {

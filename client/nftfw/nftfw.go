@@ -1,0 +1,189 @@
+//go:build linux
+
+package nftfw
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/wiremesh/wiremesh/client/acl"
+)
+
+// Firewall owns one nftables table (inet family, named after the
+// interface). Every change replaces the whole table in one transaction,
+// so no packet ever sees half a rule set.
+type Firewall struct {
+	iface string
+	table *nftables.Table
+}
+
+// New installs the table for iface, accepting everything until SetRules
+// (as acl.New does). It fails when the kernel or the process cannot use
+// nftables (no nf_tables, no CAP_NET_ADMIN).
+func New(iface string) (*Firewall, error) {
+	if len(iface) >= unix.IFNAMSIZ || iface == "" {
+		return nil, fmt.Errorf("nftables: bad interface name %q", iface)
+	}
+	f := &Firewall{iface: iface, table: &nftables.Table{Family: nftables.TableFamilyINet, Name: "wiremesh-" + iface}}
+	if err := f.SetRules(nil, true); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Table is the nftables table's name.
+func (f *Firewall) Table() string { return f.table.Name }
+
+// SetRules replaces the rules; allowAll admits every inbound packet that
+// no drop rule matches.
+func (f *Firewall) SetRules(rules []acl.Rule, allowAll bool) error {
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("nftables: %w", err)
+	}
+	// add + delete + add: replaces a table that exists, creates one that
+	// does not, in the same transaction as the new rules.
+	c.AddTable(f.table)
+	c.DelTable(f.table)
+	c.AddTable(f.table)
+	accept := nftables.ChainPolicyAccept
+	chain := func(name string, hook *nftables.ChainHook) *nftables.Chain {
+		return c.AddChain(&nftables.Chain{Name: name, Table: f.table, Type: nftables.ChainTypeFilter,
+			Hooknum: hook, Priority: nftables.ChainPriorityFilter, Policy: &accept})
+	}
+	in, fwd, out := chain("input", nftables.ChainHookInput), chain("forward", nftables.ChainHookForward), chain("output", nftables.ChainHookOutput)
+	var inDrop, inAccept, outDrop []acl.Rule
+	for _, r := range rules {
+		switch {
+		case r.Inbound && !r.Accept:
+			inDrop = append(inDrop, r)
+		case r.Inbound:
+			inAccept = append(inAccept, r)
+		case !r.Accept:
+			outDrop = append(outDrop, r)
+		}
+	}
+	inIf, outIf := ifname(expr.MetaKeyIIFNAME, f.iface), ifname(expr.MetaKeyOIFNAME, f.iface)
+	add := func(ch *nftables.Chain, exprs ...[]expr.Any) {
+		var all []expr.Any
+		for _, e := range exprs {
+			all = append(all, e...)
+		}
+		c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: all})
+	}
+	for _, ch := range []*nftables.Chain{in, fwd} {
+		for _, r := range inDrop {
+			for _, m := range matches(r, true) {
+				add(ch, inIf, m, verdict(expr.VerdictDrop))
+			}
+		}
+		add(ch, inIf, established(), verdict(expr.VerdictAccept))
+		if allowAll {
+			add(ch, inIf, verdict(expr.VerdictAccept))
+		} else {
+			for _, r := range inAccept {
+				for _, m := range matches(r, true) {
+					add(ch, inIf, m, verdict(expr.VerdictAccept))
+				}
+			}
+		}
+		add(ch, inIf, []expr.Any{&expr.Counter{}}, verdict(expr.VerdictDrop))
+	}
+	for _, r := range outDrop {
+		for _, m := range matches(r, false) {
+			add(out, outIf, m, verdict(expr.VerdictDrop))
+		}
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("nftables: install table %s: %w", f.table.Name, err)
+	}
+	return nil
+}
+
+// Close removes the table.
+func (f *Firewall) Close() error {
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("nftables: %w", err)
+	}
+	c.DelTable(f.table)
+	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("nftables: remove table %s: %w", f.table.Name, err)
+	}
+	return nil
+}
+
+func ifname(k expr.MetaKey, name string) []expr.Any {
+	b := make([]byte, unix.IFNAMSIZ)
+	copy(b, name)
+	return []expr.Any{&expr.Meta{Key: k, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b}}
+}
+
+func verdict(k expr.VerdictKind) []expr.Any { return []expr.Any{&expr.Verdict{Kind: k}} }
+
+// established matches packets of connections already accepted (replies
+// to what the host opened, and what follows an accepted first packet).
+func established() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED), Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
+	}
+}
+
+// matches is r as nftables expressions; a rule with ports but any
+// protocol becomes one match for TCP and one for UDP (ports exist only
+// there, as in package acl). fromPeer: the peer is the packet's source.
+func matches(r acl.Rule, fromPeer bool) [][]expr.Any {
+	var base []expr.Any
+	if r.Peer.IsValid() && !r.Peer.Unmap().Is4() {
+		return nil // peers are IPv4 (as in package acl): matches nothing
+	}
+	if r.Peer.IsValid() && !r.Peer.IsUnspecified() {
+		off := uint32(16) // destination address
+		if fromPeer {
+			off = 12 // source address
+		}
+		base = append(base,
+			&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: 4},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: addr4(r.Peer)},
+		)
+	}
+	ports := r.PortLo != 0 || r.PortHi != 0
+	protos := []uint8{r.Proto}
+	if r.Proto == acl.ProtoAny && ports {
+		protos = []uint8{acl.ProtoTCP, acl.ProtoUDP}
+	}
+	var out [][]expr.Any
+	for _, p := range protos {
+		m := append([]expr.Any(nil), base...)
+		if p != acl.ProtoAny {
+			m = append(m, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}})
+		}
+		if ports && (p == acl.ProtoTCP || p == acl.ProtoUDP) {
+			hi := max(r.PortHi, r.PortLo)
+			m = append(m,
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+				&expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: binaryutil.BigEndian.PutUint16(r.PortLo), ToData: binaryutil.BigEndian.PutUint16(hi)},
+			)
+		} else if ports {
+			continue // ports on ICMP match nothing
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func addr4(a netip.Addr) []byte {
+	b := a.Unmap().As4()
+	return b[:]
+}
