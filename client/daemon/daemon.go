@@ -45,6 +45,7 @@ type Server struct {
 	log         *slog.Logger
 	forceRelay  bool
 	firewall    string
+	kernelWG    bool
 	metricsAddr string
 
 	// op serializes what changes the session (login, up, down, switch),
@@ -81,13 +82,15 @@ type Options struct {
 	// Firewall picks where firewall rules are enforced (NB_FIREWALL:
 	// userspace, the default, or nftables).
 	Firewall string
+	// KernelWG uses kernel WireGuard where there is one (NB_WG_KERNEL).
+	KernelWG bool
 	// MetricsAddr, when set, serves Prometheus /metrics there.
 	MetricsAddr string
 }
 
 // New returns a daemon.
 func New(version string, log *slog.Logger, o Options) *Server {
-	return &Server{profiles: state.Profiles{Dir: o.StateDir}, fixed: o.ConfigPath, version: version, log: log, forceRelay: o.ForceRelay, firewall: o.Firewall, metricsAddr: o.MetricsAddr}
+	return &Server{profiles: state.Profiles{Dir: o.StateDir}, fixed: o.ConfigPath, version: version, log: log, forceRelay: o.ForceRelay, firewall: o.Firewall, kernelWG: o.KernelWG, metricsAddr: o.MetricsAddr}
 }
 
 // active is the selected profile.
@@ -439,7 +442,7 @@ func (s *Server) start(ctx context.Context, name string, cfg state.Config, t mgm
 	eng, err := engine.Start(ctx, engine.Options{
 		Management: t, Private: cfg.Key(), Hostname: cfg.Hostname, Interface: cfg.InterfaceName,
 		WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: s.version, Log: s.log,
-		ForceRelay: s.forceRelay, Firewall: s.firewall, DisableDNS: cfg.DisableDNS, ResolvConf: ResolvConf(s.profiles.Dir),
+		ForceRelay: s.forceRelay, Firewall: s.firewall, KernelWG: s.kernelWG, DisableDNS: cfg.DisableDNS, ResolvConf: ResolvConf(s.profiles.Dir),
 		OnFatal: func(err error) {
 			s.mu.Lock()
 			mine := s.eng == eng && eng != nil

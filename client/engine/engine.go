@@ -21,13 +21,11 @@ import (
 
 	"github.com/wiremesh/wiremesh/client/acl"
 	"github.com/wiremesh/wiremesh/client/mgmtclient"
-	"github.com/wiremesh/wiremesh/client/nftfw"
 	"github.com/wiremesh/wiremesh/client/peer"
 	"github.com/wiremesh/wiremesh/client/relayclient"
 	"github.com/wiremesh/wiremesh/client/resolvconf"
 	"github.com/wiremesh/wiremesh/client/signalclient"
 	"github.com/wiremesh/wiremesh/client/sso"
-	"github.com/wiremesh/wiremesh/client/wg"
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/internal/relaywire"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
@@ -51,6 +49,10 @@ type Options struct {
 	// FirewallUserspace (the default) in wireguard-go's packet path, or
 	// FirewallNftables in the kernel on the interface (NB_FIREWALL).
 	Firewall string
+	// KernelWG asks for kernel WireGuard where the kernel has it
+	// (NB_WG_KERNEL=true); without it, or where it is missing, the agent
+	// runs wireguard-go. Kernel interfaces are firewalled with nftables.
+	KernelWG bool
 	// DisableDNS leaves the host's resolver alone and serves no peer
 	// names (netbird up --disable-dns).
 	DisableDNS bool
@@ -69,7 +71,8 @@ type Engine struct {
 	log    *slog.Logger
 	mgmt   *mgmtclient.Client
 	sig    *signalclient.Client
-	dev    *wg.Device
+	dev    device
+	kernel bool // dev is kernel WireGuard
 	mux    *peer.Mux
 	relays *relayclient.Manager
 	filter ruleSetter
@@ -153,34 +156,10 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	if mtu == 0 {
 		mtu = 1280
 	}
-	var (
-		filter ruleSetter
-		pf     wg.PacketFilter
-	)
-	switch o.Firewall {
-	case "", FirewallUserspace:
-		f := acl.New()
-		filter, pf = userspaceFirewall{f}, f
-	case FirewallNftables:
-	default:
-		mc.Close()
-		return nil, fmt.Errorf("unknown firewall %q (want %s or %s)", o.Firewall, FirewallUserspace, FirewallNftables)
-	}
-	dev, err := wg.New(wg.Config{Name: o.Interface, MTU: mtu, Port: o.WGPort, Private: o.Private, Filter: pf}, o.Log)
+	dev, filter, err := newDataPlane(o, mtu)
 	if err != nil {
 		mc.Close()
 		return nil, err
-	}
-	if filter == nil {
-		// Installed before the interface has an address or peers: no
-		// packet passes it unfiltered.
-		nf, err := nftfw.New(dev.Name())
-		if err != nil {
-			dev.Close()
-			mc.Close()
-			return nil, fmt.Errorf("%w (NB_FIREWALL=%s needs nf_tables and CAP_NET_ADMIN)", err, FirewallNftables)
-		}
-		filter = nftFirewall{nf, o.Log}
 	}
 	if err := dev.SetAddress(addr, mtu); err != nil {
 		filter.close()
@@ -211,7 +190,7 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		o: o, log: o.Log, mgmt: mc, sig: sc, dev: dev, meta: meta, filter: filter,
+		o: o, log: o.Log, mgmt: mc, sig: sc, dev: dev, meta: meta, filter: filter, kernel: isKernel(dev),
 		relays: relayclient.NewManager(o.Private.Public().String(), nil, o.Log),
 		mux:    peer.NewMux(dev.Bind().STUNConn(), netip.PrefixFrom(addr.Masked().Addr(), addr.Bits())),
 		addr:   addr,
@@ -241,7 +220,7 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 			}
 		}
 	}()
-	e.log.Info("interface up", "interface", dev.Name(), "address", addr, "wg_port", dev.Port())
+	e.log.Info("interface up", "interface", dev.Name(), "address", addr, "wg_port", dev.Port(), "kernel", e.kernel)
 	return e, nil
 }
 
@@ -477,7 +456,7 @@ func (e *Engine) Status() Status {
 		Address: e.addr, FQDN: e.fqdn, Interface: e.dev.Name(), WGPort: e.dev.Port(), PublicKey: e.o.Private.Public(),
 		Management: e.mgmt.URL(), ServerVersion: e.mgmt.ServerVersion(), MgmtConnected: e.mgmt.Connected(), MgmtError: e.mgmt.LastError(),
 		Signal: e.sig.Addr, SignalConn: e.sig.Connected(), SignalError: e.sig.LastError(),
-		Relays: e.relays.States(),
+		Relays: e.relays.States(), KernelWG: e.kernel,
 	}
 	for k, r := range e.peers {
 		ps := PeerStatus{Key: k, FQDN: r.cfg.GetFqdn(), Conn: r.conn.Status()}

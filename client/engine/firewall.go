@@ -1,11 +1,84 @@
 package engine
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
+	"net/netip"
 
 	"github.com/wiremesh/wiremesh/client/acl"
 	"github.com/wiremesh/wiremesh/client/nftfw"
+	"github.com/wiremesh/wiremesh/client/wg"
+	"github.com/wiremesh/wiremesh/internal/key"
 )
+
+// device is the WireGuard interface: wireguard-go's (wg.Device) or one
+// the kernel runs (wg.External).
+type device interface {
+	Name() string
+	Port() int
+	Bind() *wg.Bind
+	SetAddress(p netip.Prefix, mtu int) error
+	SetPeer(p wg.Peer) error
+	RemovePeer(k key.Public) error
+	PeerStats() (map[key.Public]wg.Stats, error)
+	Close()
+}
+
+func isKernel(d device) bool {
+	_, ok := d.(*wg.External)
+	return ok
+}
+
+// newDataPlane creates the interface and its firewall, which is in place
+// before the interface has an address or a peer.
+func newDataPlane(o Options, mtu int) (device, ruleSetter, error) {
+	switch o.Firewall {
+	case "", FirewallUserspace, FirewallNftables:
+	default:
+		return nil, nil, fmt.Errorf("unknown firewall %q (want %s or %s)", o.Firewall, FirewallUserspace, FirewallNftables)
+	}
+	cfg := wg.Config{Name: o.Interface, MTU: mtu, Port: o.WGPort, Private: o.Private}
+	if o.KernelWG {
+		k, err := wg.NewKernel(cfg, o.Log)
+		switch {
+		case err == nil:
+			// The kernel's packets never pass the agent: only nftables
+			// can filter them.
+			if o.Firewall == FirewallUserspace {
+				o.Log.Warn("kernel WireGuard: the userspace firewall cannot see its packets, using nftables")
+			}
+			return withNftables(k, o.Log)
+		case errors.Is(err, wg.ErrNoKernel):
+			o.Log.Info("kernel WireGuard unavailable, using wireguard-go", "reason", err)
+		default:
+			return nil, nil, err
+		}
+	}
+	if o.Firewall == FirewallNftables {
+		d, err := wg.New(cfg, o.Log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return withNftables(d, o.Log)
+	}
+	f := acl.New()
+	cfg.Filter = f
+	d, err := wg.New(cfg, o.Log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, userspaceFirewall{f}, nil
+}
+
+func withNftables(d device, log *slog.Logger) (device, ruleSetter, error) {
+	nf, err := nftfw.New(d.Name())
+	if err != nil {
+		d.Close()
+		return nil, nil, fmt.Errorf("%w (the nftables firewall needs nf_tables and CAP_NET_ADMIN)", err)
+	}
+	return d, nftFirewall{nf, log}, nil
+}
 
 // Firewalls (Options.Firewall).
 const (

@@ -80,11 +80,13 @@ func echoes(c net.Conn) bool {
 func TestPolicyEnforced(t *testing.T) { policyEnforced(t, NewMesh(t)) }
 
 // TestPolicyEnforcedNftables: the same with the rules in the kernel's
-// nftables on the interface (NB_FIREWALL=nftables, what kernel WireGuard
-// interfaces use) instead of the userspace filter.
+// nftables on the interface (NB_FIREWALL=nftables) instead of the
+// userspace filter, and kernel WireGuard asked for (NB_WG_KERNEL=true):
+// where the kernel has it, this runs the whole mesh on kernel interfaces;
+// here (none) the agents detect that and run wireguard-go.
 func TestPolicyEnforcedNftables(t *testing.T) {
 	m := NewMesh(t)
-	m.AgentEnv = []string{"NB_FIREWALL=nftables"}
+	m.AgentEnv = []string{"NB_FIREWALL=nftables", "NB_WG_KERNEL=true"}
 	policyEnforced(t, m)
 }
 
@@ -94,6 +96,15 @@ func policyEnforced(t *testing.T, m *Mesh) {
 		m.Up(x)
 	}
 	if len(m.AgentEnv) > 0 {
+		var st struct {
+			Kernel bool `json:"usesKernelInterface"`
+		}
+		out, _ := m.CLI(b, "status", "--json")
+		_ = json.Unmarshal([]byte(out), &st)
+		t.Logf("kernel WireGuard: %v", st.Kernel)
+		if !st.Kernel && !strings.Contains(b.Daemon.Output(), "kernel WireGuard unavailable") {
+			t.Fatal("NB_WG_KERNEL=true: neither a kernel interface nor the fallback's log line")
+		}
 		if !hasTable(t, b.NS, "wiremesh-"+b.Iface) {
 			t.Fatal("NB_FIREWALL=nftables: no nftables table for the interface")
 		}

@@ -247,8 +247,8 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 	e, err := engine.Start(ctx, engine.Options{Management: t, Private: cfg.Key(), SetupKey: setupKey, Hostname: cfg.Hostname,
 		Interface: cfg.InterfaceName, WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: version.Version, Log: log,
 		DisableDNS: cfg.DisableDNS, ResolvConf: daemon.ResolvConf(state.Dir()), Firewall: os.Getenv("NB_FIREWALL"),
-		ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true",
-		OnFatal:    func(err error) { fatal <- err }})
+		ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true", KernelWG: os.Getenv("NB_WG_KERNEL") == "true",
+		OnFatal: func(err error) { fatal <- err }})
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ func serviceConfig(g *globals, name string) (*service.Config, error) {
 		args = append(args, "--metrics-addr", g.metricsAddr)
 	}
 	env := map[string]string{}
-	for _, k := range []string{"NB_STATE_DIR", "NB_FIREWALL", "NB_FORCE_RELAY"} {
+	for _, k := range []string{"NB_STATE_DIR", "NB_FIREWALL", "NB_FORCE_RELAY", "NB_WG_KERNEL"} {
 		if v := os.Getenv(k); v != "" {
 			env[k] = v
 		}
@@ -96,7 +96,7 @@ func newDaemon(g *globals) (*daemon.Server, error) {
 		return nil, err
 	}
 	return daemon.New(version.Version, log, daemon.Options{StateDir: state.Dir(), ConfigPath: g.config, ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true",
-		Firewall: os.Getenv("NB_FIREWALL"), MetricsAddr: g.metricsAddr}), nil
+		Firewall: os.Getenv("NB_FIREWALL"), KernelWG: os.Getenv("NB_WG_KERNEL") == "true", MetricsAddr: g.metricsAddr}), nil
 }
 
 func (p *program) Stop(service.Service) error {
