@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,10 +77,29 @@ type helper struct {
 	c   *exec.Cmd
 	in  io.WriteCloser
 	out *bufio.Reader
-	log strings.Builder
+	log syncBuffer
 }
 
 func (h *helper) output() string { return h.log.String() }
+
+// syncBuffer is the helper's stderr: written by exec's copying goroutine
+// while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
 
 // cmd sends one command and returns its one-line answer.
 func (h *helper) cmd(s string) string {
