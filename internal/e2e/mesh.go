@@ -28,6 +28,9 @@ const agentMetricsPort = "9091"
 type Agent struct {
 	Name, NS, Dir, Sock, Iface string
 	Daemon                     *proctest.Proc
+	// Official is the path of an official NetBird client binary run
+	// instead of ours ("" for ours).
+	Official string
 }
 
 // StatusJSON is the part of status --json the tests read.
@@ -98,19 +101,37 @@ func (m *Mesh) StartServer() {
 }
 
 // Agent adds a site of the given NAT kind with a running daemon.
-func (m *Mesh) Agent(name string, kind netlab.NAT) *Agent {
+func (m *Mesh) Agent(name string, kind netlab.NAT) *Agent { return m.AgentOf("", name, kind) }
+
+// AgentOf is Agent running the official client at path official ("": ours).
+func (m *Mesh) AgentOf(official, name string, kind netlab.NAT) *Agent {
 	t := m.t
 	ns, _ := m.Lab.Site(name, kind)
 	dir := filepath.Join(t.TempDir(), name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	return m.RestartDaemon(&Agent{Name: name, NS: ns, Dir: dir, Sock: "unix://" + filepath.Join(dir, "daemon.sock"), Iface: m.Lab.Prefix + name})
+	return m.RestartDaemon(&Agent{Name: name, NS: ns, Dir: dir, Sock: "unix://" + filepath.Join(dir, "daemon.sock"), Iface: m.Lab.Prefix + name, Official: official})
 }
 
 // RestartDaemon starts (again) the agent's daemon with the same state.
 func (m *Mesh) RestartDaemon(a *Agent) *Agent {
 	t := m.t
+	if a.Official != "" {
+		a.Daemon = proctest.StartCmd(t, m.Lab.Cmd(a.NS, a.Official, "service", "run", "--daemon-addr", a.Sock, "--log-level", "debug",
+			"--log-file", "console", "--config", filepath.Join(a.Dir, "config.json")),
+			append([]string{"NB_STATE_DIR=" + a.Dir}, m.AgentEnv...))
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if _, err := m.CLI(a, "status"); err == nil {
+				return a
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the official client's daemon does not answer:\n%s", a.Daemon.Output())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
 	a.Daemon = proctest.StartCmd(t, m.Lab.Cmd(a.NS, proctest.Binary(t, "netbird"), "service", "run", "--daemon-addr", a.Sock, "-l", "debug",
 		"--metrics-addr", "127.0.0.1:"+agentMetricsPort),
 		append([]string{"NB_STATE_DIR=" + a.Dir}, m.AgentEnv...))
@@ -120,7 +141,11 @@ func (m *Mesh) RestartDaemon(a *Agent) *Agent {
 
 // CLI runs the netbird CLI against an agent's daemon.
 func (m *Mesh) CLI(a *Agent, args ...string) (string, error) {
-	cmd := m.Lab.Cmd(a.NS, append([]string{proctest.Binary(m.t, "netbird"), "--daemon-addr", a.Sock}, args...)...)
+	bin := a.Official
+	if bin == "" {
+		bin = proctest.Binary(m.t, "netbird")
+	}
+	cmd := m.Lab.Cmd(a.NS, append([]string{bin, "--daemon-addr", a.Sock}, args...)...)
 	cmd.Env = append(os.Environ(), "NB_STATE_DIR="+a.Dir)
 	out, err := cmd.CombinedOutput()
 	return string(out), err

@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wiremesh/wiremesh/internal/netlab"
+)
+
+// TestOfficialClient: the official NetBird client (built from NetBird's
+// released source by scripts/netbird-official.sh; the path in
+// NB_OFFICIAL_CLIENT) joins our server with a setup key beside our agent
+// and two official clients: all reach each other through the tunnel, by
+// address and by the peer names our server hands out, and the official
+// client reports its peers connected.
+func TestOfficialClient(t *testing.T) {
+	bin := os.Getenv("NB_OFFICIAL_CLIENT")
+	if bin == "" {
+		t.Skip("NB_OFFICIAL_CLIENT not set (bash scripts/netbird-official.sh builds it)")
+	}
+	m := NewMesh(t)
+	ours := m.Agent("a", netlab.Home)
+	o1 := m.AgentOf(bin, "o", netlab.Home)
+	o2 := m.AgentOf(bin, "p", netlab.Symmetric)
+	m.Up(ours)
+	for _, o := range []*Agent{o1, o2} {
+		out, err := m.CLI(o, "up", "-m", "http://"+netlab.PubAddr+":"+mgmtPort, "-k", m.Key, "-n", o.Name, "--interface-name", o.Iface)
+		if err != nil {
+			t.Fatalf("official up: %v\n%s\n%s", err, out, o.Daemon.Output())
+		}
+	}
+	ipA := IPOf(m.Status(ours))
+	ips := map[string]string{"a": ipA}
+	for _, o := range []*Agent{o1, o2} {
+		ips[o.Name] = IPOf(m.Status(o))
+		if ips[o.Name] == "" {
+			t.Fatalf("%s: no address in status:\n%s", o.Name, o.Daemon.Output())
+		}
+	}
+	agents := []*Agent{ours, o1, o2}
+	for _, from := range agents {
+		for _, to := range agents {
+			if from == to {
+				continue
+			}
+			if d, ok := m.WaitPing(from, ips[to.Name], 30*time.Second); !ok {
+				t.Fatalf("%s cannot reach %s (%s)\nofficial o:\n%s", from.Name, to.Name, ips[to.Name], tail(o1.Daemon.Output()))
+			} else {
+				t.Logf("%s -> %s: first reply %v", from.Name, to.Name, d.Round(time.Millisecond))
+			}
+		}
+	}
+	if err := m.TCPTransfer(o1, ours, ipA, 1<<20); err != nil {
+		t.Errorf("TCP official -> ours: %v", err)
+	}
+	// o and our agent are behind home routers: the pair goes direct.
+	deadline := time.Now().Add(30 * time.Second)
+	for m.ConnType(o1, ipA) != "P2P" || m.ConnType(ours, ips["o"]) != "P2P" {
+		if time.Now().After(deadline) {
+			t.Errorf("official o <-> our a: %s / %s, want P2P\n%s", m.ConnType(o1, ipA), m.ConnType(ours, ips["o"]), tail(o1.Daemon.Output()))
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, o := range []*Agent{o1, o2} {
+		st := m.Status(o)
+		if st.Peers.Connected != 2 {
+			t.Errorf("%s (official) reports %d of %d peers connected", o.Name, st.Peers.Connected, st.Peers.Total)
+		}
+		for _, p := range st.Peers.Details {
+			t.Logf("%s (official) -> %s: %s %s/%s", o.Name, p.NetbirdIP, p.ConnectionType, p.IceCandidateType.Local, p.IceCandidateType.Remote)
+		}
+	}
+	// Peer names from our server's DNS zone, resolved by the official
+	// client's own resolver.
+	if out, err := m.Lab.Exec(o1.NS, "ping", "-c", "1", "-W", "2", "a.netbird.selfhosted"); err != nil {
+		t.Errorf("official client: ping a.netbird.selfhosted: %v\n%s", err, out)
+	}
+	for _, o := range []*Agent{o1, o2} {
+		if out, err := m.CLI(o, "down"); err != nil {
+			t.Errorf("official down: %v\n%s", err, out)
+		}
+	}
+}
+
+func tail(s string) string {
+	if len(s) > 6000 {
+		return s[len(s)-6000:]
+	}
+	return strings.TrimSpace(s)
+}
