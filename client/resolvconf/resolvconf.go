@@ -19,6 +19,15 @@ import (
 // DefaultPath is the system's resolver configuration.
 const DefaultPath = "/etc/resolv.conf"
 
+// header starts every resolv.conf the agent writes.
+const header = "# Written by the netbird agent (wiremesh)"
+
+// ErrOtherAgent is returned when resolv.conf was written by an agent
+// whose saved original is not in this state directory (another agent on
+// the same host, or a state directory lost after a crash): taking it over
+// would save that version as the host's original.
+var ErrOtherAgent = errors.New("was written by a netbird agent whose saved original is not here (another agent on this host, or a state directory lost after a crash); restore it by hand, or run this agent with --disable-dns")
+
 // ErrNotAFile is returned when resolv.conf is a link: another program
 // (systemd-resolved, resolvconf, NetworkManager) owns it, and writing
 // through the link would change that program's file.
@@ -94,6 +103,9 @@ func (f File) Apply(ns netip.Addr, search []string) (Conf, error) {
 		return Conf{}, err
 	}
 	if _, err := os.Stat(f.Backup); errors.Is(err, fs.ErrNotExist) {
+		if strings.HasPrefix(string(orig), header) {
+			return Conf{}, fmt.Errorf("%s %w", f.Path, ErrOtherAgent)
+		}
 		if err := writeAtomic(f.Backup, orig); err != nil {
 			return Conf{}, fmt.Errorf("save the original resolv.conf: %w", err)
 		}
@@ -101,7 +113,7 @@ func (f File) Apply(ns netip.Addr, search []string) (Conf, error) {
 	c := Parse(orig)
 	c.Nameservers = slices.DeleteFunc(c.Nameservers, func(a netip.Addr) bool { return a == ns })
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Written by the netbird agent (wiremesh): peer names resolve at %s.\n", ns)
+	fmt.Fprintf(&b, "%s: peer names resolve at %s.\n", header, ns)
 	fmt.Fprintf(&b, "# The original is in %s and comes back on netbird down.\n", f.Backup)
 	var all []string
 	for _, d := range append(slices.Clone(search), c.Search...) {

@@ -110,3 +110,25 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestOtherAgent: a second agent (another state directory) does not take
+// the first one's file for the host's original.
+func TestOtherAgent(t *testing.T) {
+	f := files(t)
+	if _, err := f.Apply(netip.MustParseAddr("100.64.0.1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	g := File{Path: f.Path, Backup: filepath.Join(t.TempDir(), "other.original")}
+	if _, err := g.Apply(netip.MustParseAddr("100.65.0.1"), nil); !errors.Is(err, ErrOtherAgent) {
+		t.Fatalf("second agent: %v", err)
+	}
+	if _, err := os.Stat(g.Backup); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("the second agent saved the first one's file as its original")
+	}
+	if _, err := f.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(f.Path); string(b) != orig {
+		t.Fatalf("restored:\n%s", b)
+	}
+}
