@@ -37,7 +37,7 @@ type External struct {
 	iface  netip.AddrPort // the interface's own UDP port, on loopback
 	remove func() error
 
-	mu       sync.Mutex
+	mu       sync.RWMutex
 	proxies  map[key.Public]*proxy
 	byRemote map[string]*proxy // a path (Endpoint.DstToString) -> its peer's proxy
 	closed   bool
@@ -135,9 +135,9 @@ func (e *External) receive(fn conn.ReceiveFunc) {
 			continue
 		}
 		for i := range got {
-			e.mu.Lock()
+			e.mu.RLock()
 			p := e.byRemote[eps[i].DstToString()]
-			e.mu.Unlock()
+			e.mu.RUnlock()
 			if p != nil {
 				_, _ = p.local.WriteToUDPAddrPort(bufs[i][:sizes[i]], e.iface)
 			}
@@ -164,8 +164,8 @@ func (e *External) send(p *proxy) {
 }
 
 func (e *External) isClosed() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.mu.RLock()
+	defer e.mu.RUnlock()
 	return e.closed
 }
 
