@@ -101,6 +101,16 @@ func (c *Conn) onRelayReady(ev relayReady, r *relayPath, onICE bool, allowed []n
 		return
 	}
 	r.pc, r.url, r.backoff, r.adopted = ev.pc, ev.url, time.Second, false
+	if c.controlling() && !onICE {
+		// This side starts the handshake at once. What the peer sent
+		// before this side listened (kept by the relay client) can only
+		// be its own handshake, sent after it gave up waiting for ours
+		// while our map did not list it yet: answering that stale one
+		// crosses the two handshakes and costs WireGuard its 5 s retry.
+		if n := ev.pc.Discard(); n > 0 {
+			c.log.Debug("dropped the peer's early relayed packets: this side starts the handshake", "packets", n)
+		}
+	}
 	endpoint := c.wg.Bind().Relay(c.relayName(), ev.pc)
 	r.endpoint = endpoint
 	gen := r.gen

@@ -354,6 +354,19 @@ func (p *PeerConn) deliver(msg []byte) {
 	}
 }
 
+// Discard drops what arrived but was not read yet, and says how much.
+func (p *PeerConn) Discard() int {
+	n := 0
+	for {
+		select {
+		case <-p.in:
+			n++
+		default:
+			return n
+		}
+	}
+}
+
 func (p *PeerConn) closeLocal() { p.closeOnce.Do(func() { close(p.closed) }) }
 
 // Read returns one datagram from the peer.
