@@ -317,7 +317,7 @@ func (c *Client) syncOnce(ctx context.Context, meta *mgmtpb.PeerSystemMeta, appl
 		return err
 	}
 	body, err := sh.SealProto(&mgmtpb.SyncRequest{Meta: meta,
-		WiremeshCapabilities: &mgmtpb.WiremeshCapabilities{NetworkMapDeltas: true}})
+		WiremeshCapabilities: &mgmtpb.WiremeshCapabilities{NetworkMapDeltas: true, DerivedPeerDNS: true}})
 	if err != nil {
 		return err
 	}

@@ -189,7 +189,7 @@ func (c *client) logout(ctx context.Context) error {
 func (c *client) sync(ctx context.Context, probe *atomic.Pointer[string]) error {
 	req := &mgmtpb.SyncRequest{Meta: c.meta()}
 	if c.deltas {
-		req.WiremeshCapabilities = &mgmtpb.WiremeshCapabilities{NetworkMapDeltas: true}
+		req.WiremeshCapabilities = &mgmtpb.WiremeshCapabilities{NetworkMapDeltas: true, DerivedPeerDNS: true}
 	}
 	msg, err := c.seal(req)
 	if err != nil {

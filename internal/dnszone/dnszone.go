@@ -61,6 +61,17 @@ func Domain(selfFQDN string) string {
 	return d
 }
 
+// Fill builds the records of a zone the server left for the client to
+// build (CustomZone.wiremeshDerivedRecords), as Refresh does.
+func Fill(nm *mgmtpb.NetworkMap) {
+	for _, z := range nm.GetDNSConfig().GetCustomZones() {
+		if z.GetWiremeshDerivedRecords() {
+			Refresh(nm)
+			return
+		}
+	}
+}
+
 // Refresh rebuilds, in nm, the peer zone of the domain of nm's own FQDN
 // from nm's peers (itself first, then the remote peers by address, the
 // order management uses). It changes nothing when
@@ -91,5 +102,6 @@ func Refresh(nm *mgmtpb.NetworkMap) {
 	slices.SortStableFunc(others, func(a, b Host) int { return a.IP.Compare(b.IP) })
 	z := Peers(domain, append(hosts, others...))
 	z.SearchDomainDisabled = nm.DNSConfig.CustomZones[i].GetSearchDomainDisabled()
+	z.NonAuthoritative = nm.DNSConfig.CustomZones[i].GetNonAuthoritative()
 	nm.DNSConfig.CustomZones[i] = z
 }

@@ -26,6 +26,7 @@ type State struct {
 // the map held (the stream must start over, which sends a full map).
 func (s *State) Update(r *mgmtpb.SyncResponse) (*mgmtpb.SyncResponse, error) {
 	if nm := r.GetNetworkMap(); nm != nil {
+		dnszone.Fill(nm) // records the server left for us to build
 		s.nm, s.checks = nm, r.GetChecks()
 		return r, nil
 	}

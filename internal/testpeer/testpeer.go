@@ -170,7 +170,7 @@ func (p *Peer) Sync(ctx context.Context) (*Stream, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	req := &mgmtpb.SyncRequest{Meta: p.Meta()}
 	if p.Deltas {
-		req.WiremeshCapabilities = &mgmtpb.WiremeshCapabilities{NetworkMapDeltas: true}
+		req.WiremeshCapabilities = &mgmtpb.WiremeshCapabilities{NetworkMapDeltas: true, DerivedPeerDNS: true}
 	}
 	msg, sh, err := p.Seal(sctx, req)
 	if err != nil {
@@ -188,19 +188,23 @@ func (p *Peer) Sync(ctx context.Context) (*Stream, error) {
 		return nil, err
 	}
 	var state mapdelta.State
+	// Raw keeps what the server sent: Update may fill a map in place.
+	firstRaw := proto.Clone(first).(*mgmtpb.SyncResponse)
 	whole, err := state.Update(first)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	s := &Stream{cond: make(chan struct{}), msgs: []*mgmtpb.SyncResponse{whole}, raw: []*mgmtpb.SyncResponse{first}, cancel: cancel, done: make(chan struct{})}
+	s := &Stream{cond: make(chan struct{}), msgs: []*mgmtpb.SyncResponse{whole}, raw: []*mgmtpb.SyncResponse{firstRaw}, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		for {
 			r, err := recv(st, sh)
 			var w *mgmtpb.SyncResponse
 			if err == nil {
+				raw := proto.Clone(r).(*mgmtpb.SyncResponse)
 				w, err = state.Update(r)
+				r = raw
 			}
 			s.mu.Lock()
 			if err != nil {

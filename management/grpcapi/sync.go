@@ -53,6 +53,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	}
 	legacy := legacyClient(sr.GetMeta().GetNetbirdVersion())
 	deltas := sr.GetWiremeshCapabilities().GetNetworkMapDeltas()
+	derivedDNS := sr.GetWiremeshCapabilities().GetDerivedPeerDNS()
 
 	sub := s.o.Hub.Subscribe(peer.AccountID, peer.ID)
 	defer func() {
@@ -160,6 +161,9 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		}
 		sent = m.Serial
 		r, b := syncResponse(m, cfg, legacy, remote)
+		if derivedDNS {
+			omitPeerRecords(r.NetworkMap, b)
+		}
 		// A change elsewhere in the account that leaves this peer's map as
 		// it was (another peer's policy, a group it is not in) is not sent:
 		// only the affected peers get an update.
@@ -404,4 +408,16 @@ func encodeBody(nm *mgmtpb.NetworkMap, b *bulk) []byte {
 	}
 	out = protowire.AppendTag(out, fieldNetworkMapDNSConfig, protowire.BytesType)
 	return protowire.AppendBytes(out, inner)
+}
+
+// omitPeerRecords leaves the peer zone's records for the client to build
+// (it announced WiremeshCapabilities.derivedPeerDNS): a whole map then
+// carries each peer once instead of twice.
+func omitPeerRecords(nm *mgmtpb.NetworkMap, b *bulk) {
+	zs := nm.GetDNSConfig().GetCustomZones()
+	if len(zs) == 0 || !nm.GetDNSConfig().GetServiceEnable() {
+		return
+	}
+	zs[0].Records, zs[0].WiremeshDerivedRecords = nil, true
+	b.records = nil
 }

@@ -44,6 +44,22 @@ func TestMapDeltas(t *testing.T) {
 	}
 	a, b := join("a", true), join("b", false)
 	sa, sb := sync(a), sync(b)
+	// a asked to build its peer DNS records itself: its whole maps carry
+	// none (b's do), and the map it rebuilds has them.
+	for _, st := range []*testpeer.Stream{sa, sb} {
+		if err := st.WaitFor(5*time.Second, func(rs []*mgmtpb.SyncResponse) bool { return len(rs) > 0 }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if z := sa.Raw()[0].GetNetworkMap().GetDNSConfig().GetCustomZones(); len(z) != 1 || !z[0].GetWiremeshDerivedRecords() || len(z[0].GetRecords()) != 0 {
+		t.Fatalf("a's whole map zone: %v", z)
+	}
+	if z := sb.Raw()[0].GetNetworkMap().GetDNSConfig().GetCustomZones(); len(z) != 1 || z[0].GetWiremeshDerivedRecords() || len(z[0].GetRecords()) != 2 {
+		t.Fatalf("b's whole map zone: %v", z)
+	}
+	if z := sa.LatestMap().GetDNSConfig().GetCustomZones(); len(z[0].GetRecords()) != 2 || z[0].GetWiremeshDerivedRecords() {
+		t.Fatalf("a's rebuilt zone: %v", z)
+	}
 
 	// lastRaw waits for the stream's map to reach serial and returns the
 	// last response as received.

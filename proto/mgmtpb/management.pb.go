@@ -1362,8 +1362,11 @@ type WiremeshCapabilities struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The client applies SyncResponse.wiremeshDelta.
 	NetworkMapDeltas bool `protobuf:"varint,1,opt,name=networkMapDeltas,proto3" json:"networkMapDeltas,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The client builds the records of its peer DNS zone from the map's
+	// peers when the zone says so (CustomZone.wiremeshDerivedRecords).
+	DerivedPeerDNS bool `protobuf:"varint,2,opt,name=derivedPeerDNS,proto3" json:"derivedPeerDNS,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *WiremeshCapabilities) Reset() {
@@ -1399,6 +1402,13 @@ func (*WiremeshCapabilities) Descriptor() ([]byte, []int) {
 func (x *WiremeshCapabilities) GetNetworkMapDeltas() bool {
 	if x != nil {
 		return x.NetworkMapDeltas
+	}
+	return false
+}
+
+func (x *WiremeshCapabilities) GetDerivedPeerDNS() bool {
+	if x != nil {
+		return x.DerivedPeerDNS
 	}
 	return false
 }
@@ -3164,8 +3174,13 @@ type CustomZone struct {
 	Records              []*SimpleRecord        `protobuf:"bytes,2,rep,name=Records,proto3" json:"Records,omitempty"`
 	SearchDomainDisabled bool                   `protobuf:"varint,3,opt,name=SearchDomainDisabled,proto3" json:"SearchDomainDisabled,omitempty"`
 	NonAuthoritative     bool                   `protobuf:"varint,4,opt,name=NonAuthoritative,proto3" json:"NonAuthoritative,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// wiremesh extension, sent only to clients that announced
+	// WiremeshCapabilities.derivedPeerDNS: Records is left empty and holds,
+	// by rule, one A record for the peer itself and one for each remote
+	// peer (internal/dnszone), which the client builds.
+	WiremeshDerivedRecords bool `protobuf:"varint,1000,opt,name=wiremeshDerivedRecords,proto3" json:"wiremeshDerivedRecords,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CustomZone) Reset() {
@@ -3222,6 +3237,13 @@ func (x *CustomZone) GetSearchDomainDisabled() bool {
 func (x *CustomZone) GetNonAuthoritative() bool {
 	if x != nil {
 		return x.NonAuthoritative
+	}
+	return false
+}
+
+func (x *CustomZone) GetWiremeshDerivedRecords() bool {
+	if x != nil {
+		return x.WiremeshDerivedRecords
 	}
 	return false
 }
@@ -6380,9 +6402,10 @@ const file_management_proto_rawDesc = "" +
 	"\x10sessionExpiresAt\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x10sessionExpiresAt\"\x94\x01\n" +
 	"\vSyncRequest\x12.\n" +
 	"\x04meta\x18\x01 \x01(\v2\x1a.management.PeerSystemMetaR\x04meta\x12U\n" +
-	"\x14wiremeshCapabilities\x18\xe8\a \x01(\v2 .management.WiremeshCapabilitiesR\x14wiremeshCapabilities\"B\n" +
+	"\x14wiremeshCapabilities\x18\xe8\a \x01(\v2 .management.WiremeshCapabilitiesR\x14wiremeshCapabilities\"j\n" +
 	"\x14WiremeshCapabilities\x12*\n" +
-	"\x10networkMapDeltas\x18\x01 \x01(\bR\x10networkMapDeltas\"\x9f\x02\n" +
+	"\x10networkMapDeltas\x18\x01 \x01(\bR\x10networkMapDeltas\x12&\n" +
+	"\x0ederivedPeerDNS\x18\x02 \x01(\bR\x0ederivedPeerDNS\"\x9f\x02\n" +
 	"\x0fNetworkMapDelta\x12\x1e\n" +
 	"\n" +
 	"baseSerial\x18\x01 \x01(\x04R\n" +
@@ -6556,13 +6579,14 @@ const file_management_proto_rawDesc = "" +
 	"\rServiceEnable\x18\x01 \x01(\bR\rServiceEnable\x12G\n" +
 	"\x10NameServerGroups\x18\x02 \x03(\v2\x1b.management.NameServerGroupR\x10NameServerGroups\x128\n" +
 	"\vCustomZones\x18\x03 \x03(\v2\x16.management.CustomZoneR\vCustomZones\x12$\n" +
-	"\rForwarderPort\x18\x04 \x01(\x03R\rForwarderPort\"\xb8\x01\n" +
+	"\rForwarderPort\x18\x04 \x01(\x03R\rForwarderPort\"\xf1\x01\n" +
 	"\n" +
 	"CustomZone\x12\x16\n" +
 	"\x06Domain\x18\x01 \x01(\tR\x06Domain\x122\n" +
 	"\aRecords\x18\x02 \x03(\v2\x18.management.SimpleRecordR\aRecords\x122\n" +
 	"\x14SearchDomainDisabled\x18\x03 \x01(\bR\x14SearchDomainDisabled\x12*\n" +
-	"\x10NonAuthoritative\x18\x04 \x01(\bR\x10NonAuthoritative\"t\n" +
+	"\x10NonAuthoritative\x18\x04 \x01(\bR\x10NonAuthoritative\x127\n" +
+	"\x16wiremeshDerivedRecords\x18\xe8\a \x01(\bR\x16wiremeshDerivedRecords\"t\n" +
 	"\fSimpleRecord\x12\x12\n" +
 	"\x04Name\x18\x01 \x01(\tR\x04Name\x12\x12\n" +
 	"\x04Type\x18\x02 \x01(\x03R\x04Type\x12\x14\n" +
