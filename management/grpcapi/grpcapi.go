@@ -112,6 +112,9 @@ type Server struct {
 	// fpSeed keys the fingerprints of the maps sent (compared only within
 	// this process).
 	fpSeed maphash.Seed
+	// firstMaps bounds first maps sent to wiremesh agents and not yet
+	// read by them (Sync).
+	firstMaps chan struct{}
 
 	logins, loginFailures, mapsSent, mapsSkipped, guessesRefused atomic.Int64
 	deltasSent                                                   atomic.Int64
@@ -143,7 +146,7 @@ func New(o Options) *Server {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Server{o: o, pub: o.ServerKey.Public(), closed: make(chan struct{}), fpSeed: maphash.MakeSeed(), keyGuard: ratelimit.New(10, 6*time.Second, o.Now),
+	return &Server{o: o, pub: o.ServerKey.Public(), closed: make(chan struct{}), fpSeed: maphash.MakeSeed(), firstMaps: make(chan struct{}, 32), keyGuard: ratelimit.New(10, 6*time.Second, o.Now),
 		mapSlots: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
 }
 

@@ -188,8 +188,38 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		}
 		return done, err
 	}
+	// Our agents' first maps hold a slot until they have been read: gRPC
+	// keeps an encoded message until the client reads it, so new peers
+	// arriving faster than they read would pile whole maps up in memory.
+	// A second message on a stream is only taken once its first has been
+	// written out, so an empty response after the map tells when to free
+	// the slot (agents that ask for deltas ignore a response without a map
+	// or delta; official clients are not sent one). A slot is held 5 s at
+	// most: a client that does not read delays others, never stops them.
+	release := func() {}
+	if deltas {
+		select {
+		case s.firstMaps <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		release = sync.OnceFunc(func() { <-s.firstMaps })
+		defer release()
+	}
 	if done, err := push(true, time.Time{}); done || err != nil {
 		return err
+	}
+	if deltas {
+		t := time.AfterFunc(5*time.Second, release)
+		msg, err := s.seal(sh, &mgmtpb.SyncResponse{})
+		if err == nil {
+			err = stream.Send(msg)
+		}
+		t.Stop()
+		release()
+		if err != nil {
+			return err
+		}
 	}
 	setupDone()
 	refresh := time.NewTicker(s.refreshEvery())

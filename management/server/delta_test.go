@@ -60,6 +60,14 @@ func TestMapDeltas(t *testing.T) {
 	if z := sa.LatestMap().GetDNSConfig().GetCustomZones(); len(z[0].GetRecords()) != 2 || z[0].GetWiremeshDerivedRecords() {
 		t.Fatalf("a's rebuilt zone: %v", z)
 	}
+	// a (asked for deltas) gets an empty response behind its first map,
+	// by which the server learns that it was read.
+	if err := sa.WaitFor(5*time.Second, func(rs []*mgmtpb.SyncResponse) bool { return len(rs) >= 2 }); err != nil {
+		t.Fatal("no response after a's first map")
+	}
+	if r := sa.Raw()[1]; r.GetNetworkMap() != nil || r.GetWiremeshDelta() != nil || r.GetNetbirdConfig() != nil {
+		t.Fatalf("a's second response: %v, want an empty one", r)
+	}
 
 	// lastRaw waits for the stream's map to reach serial and returns the
 	// last response as received.
