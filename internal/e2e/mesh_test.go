@@ -221,7 +221,8 @@ func TestAgentLifecycle(t *testing.T) {
 	stop := make(chan struct{})
 	lost := make(chan string, 1)
 	go func() {
-		out, _ := m.Lab.Exec(a.NS, "ping", "-i", "0.05", "-w", "12", "-W", "1", ipB)
+		// A count, not a deadline: a deadline cuts off the last reply.
+		out, _ := m.Lab.Exec(a.NS, "ping", "-i", "0.05", "-c", "240", "-w", "25", "-W", "1", ipB)
 		lost <- out
 		close(stop)
 	}()

@@ -27,7 +27,8 @@ func TestPostgresRestart(t *testing.T) {
 
 	lost := make(chan string, 1)
 	go func() {
-		out, _ := m.Lab.Exec(a.NS, "ping", "-i", "0.05", "-w", "8", "-W", "1", ipB)
+		// A count, not a deadline: a deadline cuts off the last reply.
+		out, _ := m.Lab.Exec(a.NS, "ping", "-i", "0.05", "-c", "160", "-w", "20", "-W", "1", ipB)
 		lost <- out
 	}()
 	time.Sleep(time.Second)
