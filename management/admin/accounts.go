@@ -1,7 +1,9 @@
 package admin
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -18,13 +20,7 @@ import (
 func accountsCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{Use: "accounts", Aliases: []string{"account"}, Short: "Create and list accounts (each with its own peers, groups and policies)"}
 	create := &cobra.Command{Use: "create", Short: "Create an account besides the default one, with the All group and the default policy; prints its ID (use it with --account)", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			st, err := e.open(ctx)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
+		RunE: e.runStore(func(ctx context.Context, st *store.Store, out io.Writer) error {
 			// The oldest account is the default one: make sure it exists,
 			// so the new account is never taken for it.
 			if _, err := tenant.Default(ctx, st, time.Now()); err != nil {
@@ -34,17 +30,11 @@ func accountsCommand(e *env) *cobra.Command {
 			if err := st.Tx(ctx, func(tx *store.Tx) (err error) { acc, err = tenant.Create(ctx, tx, time.Now()); return }); err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), acc.ID)
+			fmt.Fprintln(out, acc.ID)
 			return nil
-		}}
+		})}
 	list := &cobra.Command{Use: "list", Short: "List account IDs with their network serials", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			st, err := e.open(ctx)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
+		RunE: e.runStore(func(ctx context.Context, st *store.Store, out io.Writer) error {
 			var serials map[account.ID]uint64
 			if err := st.Read(ctx, func(tx *store.Tx) (err error) { serials, err = tx.Serials(ctx); return }); err != nil {
 				return err
@@ -55,10 +45,10 @@ func accountsCommand(e *env) *cobra.Command {
 			}
 			slices.Sort(ids)
 			for _, id := range ids {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%d\n", id, serials[id])
+				fmt.Fprintf(out, "%s\t%d\n", id, serials[id])
 			}
 			return nil
-		}}
+		})}
 	cmd.AddCommand(create, list)
 	return cmd
 }

@@ -55,6 +55,17 @@ func (e *env) accountID(ctx context.Context, st *store.Store) (account.ID, error
 type job func(ctx context.Context, st *store.Store, acc account.ID, out io.Writer) error
 
 func (e *env) run(fn job) func(*cobra.Command, []string) error {
+	return e.runStore(func(ctx context.Context, st *store.Store, out io.Writer) error {
+		acc, err := e.accountID(ctx, st)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, st, acc, out)
+	})
+}
+
+// runStore runs an admin action on the open store, whatever the account.
+func (e *env) runStore(fn func(ctx context.Context, st *store.Store, out io.Writer) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		st, err := e.open(ctx)
@@ -62,11 +73,7 @@ func (e *env) run(fn job) func(*cobra.Command, []string) error {
 			return err
 		}
 		defer st.Close()
-		acc, err := e.accountID(ctx, st)
-		if err != nil {
-			return err
-		}
-		return fn(ctx, st, acc, cmd.OutOrStdout())
+		return fn(ctx, st, cmd.OutOrStdout())
 	}
 }
 
