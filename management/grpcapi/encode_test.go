@@ -1,17 +1,12 @@
 package grpcapi
 
 import (
-	"fmt"
 	"hash/maphash"
-	"net/netip"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/management/account"
-	"github.com/wiremesh/wiremesh/management/networkmap"
-	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
@@ -54,16 +49,7 @@ func TestEncodeMap(t *testing.T) {
 // one encoded field by field, and its fingerprint follows the map.
 func TestEncodeBulk(t *testing.T) {
 	seed := maphash.MakeSeed()
-	acc := account.Account{ID: "a", Domain: "netbird.selfhosted", Network: netip.MustParsePrefix("100.64.0.0/16"), Serial: 5}
-	var ps []account.Peer
-	ip := acc.Network.Addr()
-	for i := range 50 {
-		k, _ := key.NewPrivate()
-		ip = ip.Next()
-		ps = append(ps, account.Peer{ID: account.PeerID(fmt.Sprint("p", i)), AccountID: "a", Key: k.Public(), IP: ip, Name: fmt.Sprint("h", i), DNSLabel: fmt.Sprint("h", i)})
-	}
-	all, pol := store.DefaultAccess("a")
-	ix := networkmap.NewIndex(acc, ps, networkmap.Access{Groups: []account.Group{all}, Policies: []account.Policy{pol}})
+	acc, ps, ix := allToAll(50)
 	cache := remoteCache{}
 	for i := range ps[:40] { // the others are built on the fly
 		cache[ps[i].ID] = newShown(&ps[i], acc.Domain)

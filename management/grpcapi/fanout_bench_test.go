@@ -13,17 +13,23 @@ import (
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
-func BenchmarkFanout(b *testing.B) {
+// allToAll is an account of n peers (p0, p1, ... named h0, h1, ...) under
+// the default All-to-All policy, and its index.
+func allToAll(n int) (account.Account, []account.Peer, *networkmap.Index) {
 	acc := account.Account{ID: "a", Domain: "netbird.selfhosted", Network: netip.MustParsePrefix("100.64.0.0/16"), Serial: 5}
 	var ps []account.Peer
 	ip := acc.Network.Addr()
-	for i := range 2000 {
+	for i := range n {
 		k, _ := key.NewPrivate()
 		ip = ip.Next()
 		ps = append(ps, account.Peer{ID: account.PeerID(fmt.Sprint("p", i)), AccountID: "a", Key: k.Public(), IP: ip, Name: fmt.Sprint("h", i), DNSLabel: fmt.Sprint("h", i)})
 	}
 	all, pol := store.DefaultAccess("a")
-	ix := networkmap.NewIndex(acc, ps, networkmap.Access{Groups: []account.Group{all}, Policies: []account.Policy{pol}})
+	return acc, ps, networkmap.NewIndex(acc, ps, networkmap.Access{Groups: []account.Group{all}, Policies: []account.Policy{pol}})
+}
+
+func BenchmarkFanout(b *testing.B) {
+	acc, ps, ix := allToAll(2000)
 	k1, _ := key.NewPrivate()
 	k2, _ := key.NewPrivate()
 	sh := envelope.NewShared(k1, k2.Public())
