@@ -38,8 +38,10 @@ func startDNS(ip netip.Addr, file resolvconf.File, log *slog.Logger) *dnsService
 		return nil
 	}
 	// Until resolv.conf is taken over, forward to what it names now.
-	if orig, err := file.Original(); err == nil && file.Path != "" {
-		d.res.SetUpstreams(upstreams(resolvconf.Parse(orig), ip))
+	if file.Path != "" {
+		if orig, err := file.Original(); err == nil {
+			d.res.SetUpstreams(upstreams(resolvconf.Parse(orig), ip))
+		}
 	}
 	return d
 }
