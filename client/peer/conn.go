@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pion/ice/v4"
@@ -82,6 +83,12 @@ type Conn struct {
 	mu     sync.Mutex
 	status Status
 
+	// turnToRemote: our TURN (relay) candidates go to the remote. Not to a
+	// NetBird client that has a relay server (SPEC-wire §5: then ICE is
+	// host and srflx only); see signalpb.Body.WiremeshTurnPunch. Set by
+	// the loop, read by the ICE agent's candidate callback.
+	turnToRemote atomic.Bool
+
 	// owned by the loop goroutine
 	rl    relayPath
 	onICE bool // WireGuard's endpoint is a path ICE selected
@@ -93,6 +100,7 @@ func New(cfg Config, sig Signaler, w WireGuard) *Conn {
 	c := &Conn{cfg: cfg, sig: sig, wg: w, log: cfg.Log.With("peer", cfg.Remote.String()),
 		events: make(chan any, 64), cancel: cancel, done: make(chan struct{}),
 		status: Status{State: "Connecting", Since: time.Now()}}
+	c.turnToRemote.Store(cfg.Relay == nil || !cfg.Relay.Enabled())
 	go c.run(ctx)
 	return c
 }
@@ -152,7 +160,7 @@ type session struct {
 	conn        *ice.Conn
 
 	candMu    sync.Mutex
-	cands     []string // local candidates gathered so far, resent with offers and answers
+	cands     []localCand // gathered so far, resent with offers and answers
 	relayed   bool
 	connected bool
 	adopted   bool // the controlled side pointed WireGuard at the path
@@ -160,6 +168,12 @@ type session struct {
 	keptRelay bool // ICE connected through TURN only and the relay server was kept
 	punched   bool // WireGuard uses a path punched beyond ICE (punch.go)
 	punch     punch
+}
+
+// localCand is a local ICE candidate as sent through signal.
+type localCand struct {
+	payload string
+	relay   bool // through a TURN server
 }
 
 func (c *Conn) controlling() bool { return c.cfg.Local.Public().String() > c.cfg.Remote.String() }
@@ -253,6 +267,13 @@ func (c *Conn) run(ctx context.Context) {
 					}
 					c.rl.remote = a
 					c.startRelay(ctx, &c.rl)
+				}
+				if t := ev.GetType(); t == signalpb.Body_OFFER || t == signalpb.Body_ANSWER {
+					want := c.turnWanted(ev)
+					if was := c.turnToRemote.Swap(want); want && !was && t == signalpb.Body_ANSWER {
+						// An offer is answered with every candidate below.
+						c.sendCandidates(ctx, s, true)
+					}
 				}
 				switch ev.GetType() {
 				case signalpb.Body_OFFER:
@@ -428,8 +449,11 @@ func (c *Conn) newSession(ctx context.Context, gen int) (*session, error) {
 		}
 		payload := cand.Marshal()
 		s.candMu.Lock()
-		s.cands = append(s.cands, payload)
+		s.cands = append(s.cands, localCand{payload, cand.Type() == ice.CandidateTypeRelay})
 		s.candMu.Unlock()
+		if cand.Type() == ice.CandidateTypeRelay && !c.turnToRemote.Load() {
+			return // kept for a remote that turns out to want it
+		}
 		body := &signalpb.Body{Type: signalpb.Body_CANDIDATE, Payload: payload, SessionId: s.id}
 		go func() {
 			if err := c.sig.Send(ctx, c.cfg.Remote, body); err != nil && ctx.Err() == nil {
@@ -459,7 +483,8 @@ func (c *Conn) closeSession(s *session) {
 
 func (c *Conn) send(ctx context.Context, s *session, t signalpb.Body_Type) {
 	body := &signalpb.Body{Type: t, Payload: s.ufrag + ":" + s.pwd, WgListenPort: uint32(c.cfg.WGPort),
-		NetBirdVersion: c.cfg.Version, RosenpassConfig: &signalpb.RosenpassConfig{}, SessionId: s.id}
+		NetBirdVersion: c.cfg.Version, RosenpassConfig: &signalpb.RosenpassConfig{}, SessionId: s.id,
+		WiremeshTurnPunch: true}
 	if c.cfg.Relay != nil {
 		if home := c.cfg.Relay.HomeURL(); home != "" {
 			body.RelayServerAddress = &home
@@ -468,20 +493,50 @@ func (c *Conn) send(ctx context.Context, s *session, t signalpb.Body_Type) {
 	// Candidates sent before the remote knew us were dropped by it (a
 	// message from a peer not in its map is discarded), so every offer and
 	// answer is followed by all candidates gathered so far.
-	s.candMu.Lock()
-	cands := append([]string(nil), s.cands...)
-	s.candMu.Unlock()
+	cands := c.candidates(s, false)
 	go func() {
 		if err := c.sig.Send(ctx, c.cfg.Remote, body); err != nil && ctx.Err() == nil {
 			c.log.Debug("send", "type", t, "err", err)
 			return
 		}
-		for _, cand := range cands {
-			if err := c.sig.Send(ctx, c.cfg.Remote, &signalpb.Body{Type: signalpb.Body_CANDIDATE, Payload: cand, SessionId: s.id}); err != nil {
-				return
-			}
-		}
+		c.sendEach(ctx, s, cands)
 	}()
+}
+
+// turnWanted reports whether our TURN candidates should go to the remote
+// that sent b (an offer or answer): unless both sides have a relay server
+// and the remote is not a wiremesh agent.
+func (c *Conn) turnWanted(b *signalpb.Body) bool {
+	return b.GetWiremeshTurnPunch() || b.GetRelayServerAddress() == "" || c.cfg.Relay == nil || c.cfg.Relay.HomeURL() == ""
+}
+
+// candidates returns the session's local candidates the remote may have
+// (only the TURN ones with relayOnly).
+func (c *Conn) candidates(s *session, relayOnly bool) []string {
+	turn := c.turnToRemote.Load()
+	s.candMu.Lock()
+	defer s.candMu.Unlock()
+	var out []string
+	for _, lc := range s.cands {
+		if (lc.relay && turn) || (!lc.relay && !relayOnly) {
+			out = append(out, lc.payload)
+		}
+	}
+	return out
+}
+
+// sendCandidates sends the session's candidates now (see candidates).
+func (c *Conn) sendCandidates(ctx context.Context, s *session, relayOnly bool) {
+	cands := c.candidates(s, relayOnly)
+	go c.sendEach(ctx, s, cands)
+}
+
+func (c *Conn) sendEach(ctx context.Context, s *session, cands []string) {
+	for _, cand := range cands {
+		if err := c.sig.Send(ctx, c.cfg.Remote, &signalpb.Body{Type: signalpb.Body_CANDIDATE, Payload: cand, SessionId: s.id}); err != nil {
+			return
+		}
+	}
 }
 
 func (c *Conn) startConnect(ctx context.Context, s *session, ufrag, pwd string) {

@@ -215,8 +215,16 @@ type Body struct {
 	RelayServerAddress *string                `protobuf:"bytes,8,opt,name=relayServerAddress,proto3,oneof" json:"relayServerAddress,omitempty"`
 	SessionId          []byte                 `protobuf:"bytes,10,opt,name=sessionId,proto3,oneof" json:"sessionId,omitempty"`
 	RelayServerIP      []byte                 `protobuf:"bytes,11,opt,name=relayServerIP,proto3,oneof" json:"relayServerIP,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// wiremesh extension (clients that do not know it ignore it): set by
+	// wiremesh agents on offers and answers. Such a peer takes TURN relay
+	// candidates beside the relay server and punches holes out of a TURN
+	// path; to any other peer that has a relay server, a wiremesh agent
+	// sends host and server-reflexive candidates only, as NetBird's clients
+	// expect (an official client that connected through a TURN candidate
+	// would leave the relay server and never try a direct path again).
+	WiremeshTurnPunch bool `protobuf:"varint,1000,opt,name=wiremeshTurnPunch,proto3" json:"wiremeshTurnPunch,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Body) Reset() {
@@ -317,6 +325,13 @@ func (x *Body) GetRelayServerIP() []byte {
 		return x.RelayServerIP
 	}
 	return nil
+}
+
+func (x *Body) GetWiremeshTurnPunch() bool {
+	if x != nil {
+		return x.WiremeshTurnPunch
+	}
+	return false
 }
 
 type Mode struct {
@@ -427,7 +442,7 @@ const file_signal_proto_rawDesc = "" +
 	"\aMessage\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1c\n" +
 	"\tremoteKey\x18\x03 \x01(\tR\tremoteKey\x12(\n" +
-	"\x04body\x18\x04 \x01(\v2\x14.signalexchange.BodyR\x04body\"\xd2\x04\n" +
+	"\x04body\x18\x04 \x01(\v2\x14.signalexchange.BodyR\x04body\"\x81\x05\n" +
 	"\x04Body\x12-\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x19.signalexchange.Body.TypeR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\tR\apayload\x12\"\n" +
@@ -439,7 +454,8 @@ const file_signal_proto_rawDesc = "" +
 	"\x12relayServerAddress\x18\b \x01(\tH\x00R\x12relayServerAddress\x88\x01\x01\x12!\n" +
 	"\tsessionId\x18\n" +
 	" \x01(\fH\x01R\tsessionId\x88\x01\x01\x12)\n" +
-	"\rrelayServerIP\x18\v \x01(\fH\x02R\rrelayServerIP\x88\x01\x01\"R\n" +
+	"\rrelayServerIP\x18\v \x01(\fH\x02R\rrelayServerIP\x88\x01\x01\x12-\n" +
+	"\x11wiremeshTurnPunch\x18\xe8\a \x01(\bR\x11wiremeshTurnPunch\"R\n" +
 	"\x04Type\x12\t\n" +
 	"\x05OFFER\x10\x00\x12\n" +
 	"\n" +
