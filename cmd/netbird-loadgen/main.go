@@ -209,24 +209,24 @@ func (c *client) sync(ctx context.Context, probe *atomic.Pointer[string]) error 
 		if p != nil {
 			c.bytes.Add(int64(proto.Size(m)))
 		}
-		var r mgmtpb.SyncResponse
-		if err := c.sh.OpenProto(m.GetBody(), &r); err != nil {
+		plain, err := c.sh.Open(m.GetBody())
+		if err != nil {
 			return err
 		}
-		peers := r.GetNetworkMap().GetRemotePeers()
-		if d := r.GetWiremeshDelta(); d != nil {
-			peers = d.GetUpsertPeers()
-		} else if r.GetNetworkMap() == nil {
+		want := ""
+		if p != nil && c.sawProbe.Load() == 0 {
+			want = *p
+		}
+		isMap, listed, err := scan(plain, want)
+		if err != nil {
+			return err
+		}
+		if !isMap {
 			continue
 		}
 		c.firstMap.CompareAndSwap(0, now)
-		if p != nil && c.sawProbe.Load() == 0 {
-			for _, rp := range peers {
-				if rp.GetWgPubKey() == *p {
-					c.sawProbe.Store(now)
-					break
-				}
-			}
+		if listed {
+			c.sawProbe.Store(now)
 		}
 	}
 }
