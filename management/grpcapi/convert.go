@@ -164,7 +164,16 @@ func remotePeers(m networkmap.Map, cache remoteCache, b *bulk) []*mgmtpb.RemoteP
 	return out
 }
 
-func networkMapProto(m networkmap.Map, cache remoteCache) (*mgmtpb.NetworkMap, *bulk) {
+// respFor is what the receiving client understands beyond the spec's
+// current map.
+type respFor struct {
+	legacy bool // also the top-level peerConfig and remotePeers of old clients
+	// derivedDNS: the client builds the peer zone's records itself
+	// (WiremeshCapabilities.derivedPeerDNS), so the map carries none.
+	derivedDNS bool
+}
+
+func networkMapProto(m networkmap.Map, cache remoteCache, to respFor) (*mgmtpb.NetworkMap, *bulk) {
 	b := &bulk{}
 	rp := remotePeers(m, cache, b)
 	nm := &mgmtpb.NetworkMap{
@@ -172,7 +181,7 @@ func networkMapProto(m networkmap.Map, cache remoteCache) (*mgmtpb.NetworkMap, *
 		PeerConfig:                 peerConfig(m),
 		RemotePeers:                rp,
 		RemotePeersIsEmpty:         len(rp) == 0,
-		DNSConfig:                  dnsConfig(m, cache, b),
+		DNSConfig:                  dnsConfig(m, cache, b, to.derivedDNS),
 		RoutesFirewallRulesIsEmpty: true,
 	}
 	if m.AllowAll {
@@ -187,12 +196,18 @@ func networkMapProto(m networkmap.Map, cache remoteCache) (*mgmtpb.NetworkMap, *
 
 // dnsConfig turns on the peer's DNS service with the zone of the peers it
 // may reach (and itself), as the reference server does: names of peers
-// hidden by policy do not resolve.
-func dnsConfig(m networkmap.Map, cache remoteCache, b *bulk) *mgmtpb.DNSConfig {
+// hidden by policy do not resolve. With derived, the zone says that the
+// client fills in the records (one per peer, by the rule of
+// internal/dnszone), so a whole map carries each peer once, not twice.
+func dnsConfig(m networkmap.Map, cache remoteCache, b *bulk, derived bool) *mgmtpb.DNSConfig {
 	if m.Domain == "" {
 		return &mgmtpb.DNSConfig{}
 	}
 	z := dnszone.Zone(m.Domain)
+	if derived {
+		z.WiremeshDerivedRecords = true
+		return &mgmtpb.DNSConfig{ServiceEnable: true, CustomZones: []*mgmtpb.CustomZone{z}}
+	}
 	z.Records = make([]*mgmtpb.SimpleRecord, 0, len(m.Peers)+1)
 	b.records = make([][]byte, 0, len(m.Peers)+1)
 	if r := dnszone.Record(m.Domain, dnszone.Host{FQDN: m.Self.FQDN(m.Domain), IP: m.Self.IP}); r != nil {
@@ -214,14 +229,14 @@ func dnsConfig(m networkmap.Map, cache remoteCache, b *bulk) *mgmtpb.DNSConfig {
 }
 
 // syncResponse is a full update; cfg may be nil for a map-only push.
-func syncResponse(m networkmap.Map, cfg *mgmtpb.NetbirdConfig, legacy bool, cache remoteCache) (*mgmtpb.SyncResponse, *bulk) {
-	nm, b := networkMapProto(m, cache)
+func syncResponse(m networkmap.Map, cfg *mgmtpb.NetbirdConfig, to respFor, cache remoteCache) (*mgmtpb.SyncResponse, *bulk) {
+	nm, b := networkMapProto(m, cache, to)
 	r := &mgmtpb.SyncResponse{NetbirdConfig: cfg, NetworkMap: nm}
 	if len(m.CheckFiles) > 0 {
 		// The agent reports on these (exists, process running) in its meta.
 		r.Checks = []*mgmtpb.Checks{{Files: m.CheckFiles}}
 	}
-	if legacy {
+	if to.legacy {
 		r.PeerConfig = nm.PeerConfig
 		r.RemotePeers = nm.RemotePeers
 		r.RemotePeersIsEmpty = nm.RemotePeersIsEmpty

@@ -57,7 +57,7 @@ func TestEncodeBulk(t *testing.T) {
 	fps := map[uint64]bool{}
 	for _, self := range []account.PeerID{"p0", "p45", "p7"} {
 		m, _ := ix.Compute(self)
-		r, b := syncResponse(m, &mgmtpb.NetbirdConfig{Signal: &mgmtpb.HostConfig{Uri: "s:1"}}, true, cache)
+		r, b := syncResponse(m, &mgmtpb.NetbirdConfig{Signal: &mgmtpb.HostConfig{Uri: "s:1"}}, respFor{legacy: true}, cache)
 		if len(b.peers) != 49 || len(b.records) != 50 {
 			t.Fatalf("bulk: %d peers, %d records", len(b.peers), len(b.records))
 		}

@@ -28,8 +28,19 @@ func allToAll(n int) (account.Account, []account.Peer, *networkmap.Index) {
 	return acc, ps, networkmap.NewIndex(acc, ps, networkmap.Access{Groups: []account.Group{all}, Policies: []account.Policy{pol}})
 }
 
+// BenchmarkFanout: one whole map (compute, convert, encode, seal) of an
+// All-to-All account, for the official clients (peer DNS records in the
+// map) and for our agent's first map (records derived by the agent).
 func BenchmarkFanout(b *testing.B) {
-	acc, ps, ix := allToAll(2000)
+	for _, n := range []int{2000, 50000} {
+		for _, derived := range []bool{false, true} {
+			b.Run(fmt.Sprintf("peers=%d/derivedDNS=%v", n, derived), func(b *testing.B) { benchFanout(b, n, derived) })
+		}
+	}
+}
+
+func benchFanout(b *testing.B, n int, derived bool) {
+	acc, ps, ix := allToAll(n)
 	k1, _ := key.NewPrivate()
 	k2, _ := key.NewPrivate()
 	sh := envelope.NewShared(k1, k2.Public())
@@ -41,7 +52,7 @@ func BenchmarkFanout(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		m, _ := ix.Compute(ps[i%len(ps)].ID)
-		r, bk := syncResponse(m, nil, false, cache)
+		r, bk := syncResponse(m, nil, respFor{derivedDNS: derived}, cache)
 		plain, _ := encodeMap(seed, r, bk)
 		if _, err := sh.Seal(plain); err != nil {
 			b.Fatal(err)

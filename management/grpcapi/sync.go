@@ -160,10 +160,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 			cfg = s.netbirdConfig(ctx)
 		}
 		sent = m.Serial
-		r, b := syncResponse(m, cfg, legacy, remote)
-		if derivedDNS {
-			omitPeerRecords(r.NetworkMap, b)
-		}
+		r, b := syncResponse(m, cfg, respFor{legacy: legacy, derivedDNS: derivedDNS}, remote)
 		// A change elsewhere in the account that leaves this peer's map as
 		// it was (another peer's policy, a group it is not in) is not sent:
 		// only the affected peers get an update.
@@ -438,16 +435,4 @@ func encodeBody(nm *mgmtpb.NetworkMap, b *bulk) []byte {
 	}
 	out = protowire.AppendTag(out, fieldNetworkMapDNSConfig, protowire.BytesType)
 	return protowire.AppendBytes(out, inner)
-}
-
-// omitPeerRecords leaves the peer zone's records for the client to build
-// (it announced WiremeshCapabilities.derivedPeerDNS): a whole map then
-// carries each peer once instead of twice.
-func omitPeerRecords(nm *mgmtpb.NetworkMap, b *bulk) {
-	zs := nm.GetDNSConfig().GetCustomZones()
-	if len(zs) == 0 || !nm.GetDNSConfig().GetServiceEnable() {
-		return
-	}
-	zs[0].Records, zs[0].WiremeshDerivedRecords = nil, true
-	b.records = nil
 }

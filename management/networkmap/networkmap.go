@@ -332,6 +332,11 @@ func (ix *Index) Compute(self account.PeerID) (Map, bool) {
 	}
 	for _, i := range ix.byPeer[self] {
 		rr := &ix.rules[i]
+		if m.AllowAll && rr.r.Action == account.ActionAccept {
+			// Every peer is visible and allowed: such a rule adds nothing,
+			// and walking its groups would cost O(N) per map.
+			continue
+		}
 		if rr.src[self] {
 			for id := range rr.dst {
 				add(Out, id, rr)
