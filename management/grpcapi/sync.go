@@ -22,19 +22,20 @@ import (
 // ones expire. A newer Sync of the same peer replaces this one.
 func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingServer[mgmtpb.EncryptedMessage]) error {
 	ctx := stream.Context()
-	var sr mgmtpb.SyncRequest
-	pk, sh, err := s.open(req, &sr)
-	if err != nil {
-		return err
-	}
-	// Refuse before any store work: under a reconnect storm the refused
-	// retry, and must cost next to nothing.
+	// Refuse before any other work, opening the envelope (an X25519) among
+	// it: under a reconnect storm the refused retry, and must cost next to
+	// nothing (at 50,000 peers retries opened cost more than the maps).
 	if n := s.setups.Add(1); n > int64(s.o.MaxSyncs) {
 		s.setups.Add(-1)
 		return status.Error(codes.ResourceExhausted, "too many concurrent sync streams")
 	}
 	setupDone := sync.OnceFunc(func() { s.setups.Add(-1) })
 	defer setupDone()
+	var sr mgmtpb.SyncRequest
+	pk, sh, err := s.open(req, &sr)
+	if err != nil {
+		return err
+	}
 	peer, err := s.registeredPeer(ctx, pk)
 	if err != nil {
 		return err
