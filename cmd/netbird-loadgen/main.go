@@ -307,7 +307,11 @@ func run(ctx context.Context, o options) (Result, error) {
 					errs <- err
 					return
 				}
-				time.Sleep(backoff/2 + time.Duration(rand.Int64N(int64(backoff))))
+				select {
+				case <-sctx.Done():
+					return
+				case <-time.After(backoff/2 + time.Duration(rand.Int64N(int64(backoff)))):
+				}
 				backoff = min(backoff*17/10, 15*time.Second)
 			}
 		}()
