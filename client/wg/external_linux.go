@@ -83,20 +83,14 @@ func NewExternal(c Config, remove func() error, log *slog.Logger) (*External, er
 	if err != nil {
 		return nil, fmt.Errorf("wgctrl: %w", err)
 	}
-	priv := wgtypes.Key(c.Private)
-	zero := 0
-	if err := wgc.ConfigureDevice(c.Name, wgtypes.Config{PrivateKey: &priv, ListenPort: &zero, ReplacePeers: true}); err != nil {
+	port, err := configurePort(wgc, c.Name, wgtypes.Key(c.Private))
+	if err != nil {
 		wgc.Close()
 		return nil, fmt.Errorf("configure WireGuard interface %s: %w", c.Name, err)
 	}
-	dev, err := wgc.Device(c.Name)
-	if err != nil {
-		wgc.Close()
-		return nil, fmt.Errorf("read WireGuard interface %s: %w", c.Name, err)
-	}
 	e := &External{
 		name: c.Name, wgc: wgc, bind: NewBind(log), log: log, remove: remove,
-		iface:    netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(dev.ListenPort)),
+		iface:    netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(port)),
 		proxies:  map[key.Public]*proxy{},
 		byRemote: map[string]*proxy{},
 	}
@@ -114,6 +108,37 @@ func NewExternal(c Config, remove func() error, log *slog.Logger) (*External, er
 		go func() { defer e.wg.Done(); e.receive(fn) }()
 	}
 	return e, nil
+}
+
+// configurePort sets the interface's key and its own UDP port, which only
+// the peers' loopback proxies talk to. The port is chosen here, not left
+// at 0: WireGuard picks a port for 0 only when the link comes up (and a
+// new one at every up), so one read before that is 0 and the proxies
+// would not know where the interface's packets come from (seen with
+// wireguard-go, which brings its device up asynchronously).
+func configurePort(wgc *wgctrl.Client, name string, priv wgtypes.Key) (int, error) {
+	var err error
+	for range 5 { // a port free a moment ago may be taken by now
+		var port int
+		if port, err = freeUDPPort(); err != nil {
+			return 0, err
+		}
+		if err = wgc.ConfigureDevice(name, wgtypes.Config{PrivateKey: &priv, ListenPort: &port, ReplacePeers: true}); err == nil {
+			return port, nil
+		}
+	}
+	return 0, err
+}
+
+// freeUDPPort is a UDP port nothing listens on (IPv4 or IPv6 wildcard, as
+// WireGuard binds).
+func freeUDPPort() (int, error) {
+	lc, err := net.ListenUDP("udp", &net.UDPAddr{})
+	if err != nil {
+		return 0, fmt.Errorf("find a free UDP port: %w", err)
+	}
+	defer lc.Close()
+	return lc.LocalAddr().(*net.UDPAddr).Port, nil
 }
 
 // receive hands what arrives on the agent's socket (direct or relayed)
