@@ -260,15 +260,15 @@ func (c *Conn) run(ctx context.Context) {
 				if s == nil {
 					continue
 				}
-				if a := ev.GetRelayServerAddress(); a != "" && (ev.GetType() == signalpb.Body_OFFER || ev.GetType() == signalpb.Body_ANSWER) {
-					if a != c.rl.remote && !c.controlling() && c.rl.pc != nil && c.rl.url != a {
-						// The remote moved to another home relay: follow it.
-						c.closeRelay(&c.rl)
-					}
-					c.rl.remote = a
-					c.startRelay(ctx, &c.rl)
-				}
 				if t := ev.GetType(); t == signalpb.Body_OFFER || t == signalpb.Body_ANSWER {
+					if a := ev.GetRelayServerAddress(); a != "" {
+						if a != c.rl.remote && !c.controlling() && c.rl.pc != nil && c.rl.url != a {
+							// The remote moved to another home relay: follow it.
+							c.closeRelay(&c.rl)
+						}
+						c.rl.remote = a
+						c.startRelay(ctx, &c.rl)
+					}
 					want := c.turnWanted(ev)
 					if was := c.turnToRemote.Swap(want); want && !was && t == signalpb.Body_ANSWER {
 						// An offer is answered with every candidate below.
@@ -454,12 +454,7 @@ func (c *Conn) newSession(ctx context.Context, gen int) (*session, error) {
 		if cand.Type() == ice.CandidateTypeRelay && !c.turnToRemote.Load() {
 			return // kept for a remote that turns out to want it
 		}
-		body := &signalpb.Body{Type: signalpb.Body_CANDIDATE, Payload: payload, SessionId: s.id}
-		go func() {
-			if err := c.sig.Send(ctx, c.cfg.Remote, body); err != nil && ctx.Err() == nil {
-				c.log.Debug("send candidate", "err", err)
-			}
-		}()
+		go c.sendEach(ctx, s, []string{payload})
 	})
 	_ = agent.OnConnectionStateChange(func(st ice.ConnectionState) { c.post(iceState{gen: gen, s: st}) })
 	_ = agent.OnSelectedCandidatePairChange(func(ice.Candidate, ice.Candidate) { c.post(pairChanged{gen: gen}) })
@@ -485,10 +480,8 @@ func (c *Conn) send(ctx context.Context, s *session, t signalpb.Body_Type) {
 	body := &signalpb.Body{Type: t, Payload: s.ufrag + ":" + s.pwd, WgListenPort: uint32(c.cfg.WGPort),
 		NetBirdVersion: c.cfg.Version, RosenpassConfig: &signalpb.RosenpassConfig{}, SessionId: s.id,
 		WiremeshTurnPunch: true}
-	if c.cfg.Relay != nil {
-		if home := c.cfg.Relay.HomeURL(); home != "" {
-			body.RelayServerAddress = &home
-		}
+	if home := c.homeRelay(); home != "" {
+		body.RelayServerAddress = &home
 	}
 	// Candidates sent before the remote knew us were dropped by it (a
 	// message from a peer not in its map is discarded), so every offer and
@@ -507,7 +500,15 @@ func (c *Conn) send(ctx context.Context, s *session, t signalpb.Body_Type) {
 // that sent b (an offer or answer): unless both sides have a relay server
 // and the remote is not a wiremesh agent.
 func (c *Conn) turnWanted(b *signalpb.Body) bool {
-	return b.GetWiremeshTurnPunch() || b.GetRelayServerAddress() == "" || c.cfg.Relay == nil || c.cfg.Relay.HomeURL() == ""
+	return b.GetWiremeshTurnPunch() || b.GetRelayServerAddress() == "" || c.homeRelay() == ""
+}
+
+// homeRelay is our home relay's URL, "" while we have none.
+func (c *Conn) homeRelay() string {
+	if c.cfg.Relay == nil {
+		return ""
+	}
+	return c.cfg.Relay.HomeURL()
 }
 
 // candidates returns the session's local candidates the remote may have
@@ -534,6 +535,9 @@ func (c *Conn) sendCandidates(ctx context.Context, s *session, relayOnly bool) {
 func (c *Conn) sendEach(ctx context.Context, s *session, cands []string) {
 	for _, cand := range cands {
 		if err := c.sig.Send(ctx, c.cfg.Remote, &signalpb.Body{Type: signalpb.Body_CANDIDATE, Payload: cand, SessionId: s.id}); err != nil {
+			if ctx.Err() == nil {
+				c.log.Debug("send candidate", "err", err)
+			}
 			return
 		}
 	}
