@@ -209,10 +209,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	}
 	if deltas {
 		t := time.AfterFunc(5*time.Second, release)
-		msg, err := s.seal(sh, &mgmtpb.SyncResponse{})
-		if err == nil {
-			err = stream.Send(msg)
-		}
+		err := send(&mgmtpb.SyncResponse{})
 		t.Stop()
 		release()
 		if err != nil {
