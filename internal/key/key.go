@@ -46,13 +46,18 @@ func decode(s string, dst []byte) error {
 	if len(s) != base64.StdEncoding.EncodedLen(Size) {
 		return fmt.Errorf("%w: want %d base64 characters, got %d", ErrInvalid, base64.StdEncoding.EncodedLen(Size), len(s))
 	}
-	n, err := base64.StdEncoding.Strict().Decode(dst, []byte(s))
+	// 44 characters without padding decode to 33 bytes: decode into room
+	// for what the text can hold (Decode panics when dst is too short),
+	// then insist on exactly Size.
+	buf := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
+	n, err := base64.StdEncoding.Strict().Decode(buf, []byte(s))
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if n != Size {
 		return fmt.Errorf("%w: decoded %d bytes", ErrInvalid, n)
 	}
+	copy(dst, buf[:n])
 	return nil
 }
 
