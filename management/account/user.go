@@ -1,6 +1,10 @@
 package account
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // UserID identifies a user: the subject the identity provider gives it (for
 // service users, an ID we make). IdP subjects may contain '|', '@' or
@@ -43,6 +47,9 @@ type User struct {
 	Issued      string    `json:"issued"`      // "api" (created here) or "jwt" (first seen in a token)
 	CreatedAt   time.Time `json:"created_at"`
 	LastLogin   time.Time `json:"last_login"`
+	// EmailVerified: the identity provider vouched for Email (the
+	// email_verified claim) when the user was last seen.
+	EmailVerified bool `json:"email_verified,omitempty"`
 }
 
 // TokenID identifies a personal access token record (never its secret).
@@ -107,10 +114,26 @@ func DefaultSettings() Settings {
 	return Settings{PeerLoginExpirationEnabled: true, PeerLoginExpiration: 86400}
 }
 
+// MaxLoginExpiration bounds PeerLoginExpiration (in seconds: a year), so
+// that it converts to a time.Duration without wrapping around.
+const MaxLoginExpiration = 365 * 24 * 60 * 60
+
+// ErrBadSettings: settings out of range.
+var ErrBadSettings = errors.New("invalid account settings")
+
+// Validate checks the settings' ranges; durations are bounded here, before
+// anything converts them to a time.Duration.
+func (s Settings) Validate() error {
+	if s.PeerLoginExpiration < 0 || s.PeerLoginExpiration > MaxLoginExpiration || (s.PeerLoginExpirationEnabled && s.PeerLoginExpiration == 0) {
+		return fmt.Errorf("%w: peer_login_expiration must be 1 to %d seconds", ErrBadSettings, MaxLoginExpiration)
+	}
+	return nil
+}
+
 // LoginExpiry is when a peer added by a user must log in again (zero: never).
 func (s Settings) LoginExpiry(p Peer) time.Time {
 	if !s.PeerLoginExpirationEnabled || s.PeerLoginExpiration <= 0 || !p.LoginExpirationEnabled || p.UserID == "" {
 		return time.Time{}
 	}
-	return p.LastLogin.Add(time.Duration(s.PeerLoginExpiration) * time.Second)
+	return p.LastLogin.Add(time.Duration(min(s.PeerLoginExpiration, MaxLoginExpiration)) * time.Second)
 }

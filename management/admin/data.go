@@ -159,6 +159,30 @@ func exportCommand(e *env) *cobra.Command {
 	return cmd
 }
 
+// readDump decodes an export strictly (unknown fields refused, size
+// bounded) and checks what the store does not: the account's settings.
+func readDump(in io.Reader) (store.Dump, error) {
+	dec := json.NewDecoder(io.LimitReader(in, maxImport))
+	dec.DisallowUnknownFields()
+	var d store.Dump
+	if err := dec.Decode(&d); err != nil {
+		return d, fmt.Errorf("not an export: %w", err)
+	}
+	if err := d.Account.Settings.Validate(); err != nil {
+		return d, fmt.Errorf("%w; nothing was imported", err)
+	}
+	return d, nil
+}
+
+// importDump recreates the account in one transaction: all or nothing.
+func importDump(ctx context.Context, st *store.Store, d store.Dump) error {
+	err := st.Tx(ctx, func(tx *store.Tx) error { return tx.Import(ctx, d) })
+	if errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("%w (the account, a peer key or address, or a setup key already exists here; nothing was imported)", err)
+	}
+	return err
+}
+
 func importCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "import FILE",
@@ -176,21 +200,16 @@ func importCommand(e *env) *cobra.Command {
 			defer f.Close()
 			in = f
 		}
-		dec := json.NewDecoder(io.LimitReader(in, maxImport))
-		dec.DisallowUnknownFields()
-		var d store.Dump
-		if err := dec.Decode(&d); err != nil {
-			return fmt.Errorf("read %s: not an export: %w", args[0], err)
+		d, err := readDump(in)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", args[0], err)
 		}
 		st, err := e.open(ctx)
 		if err != nil {
 			return err
 		}
 		defer st.Close()
-		if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.Import(ctx, d) }); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return fmt.Errorf("%w (the account, a peer key or address, or a setup key already exists here; nothing was imported)", err)
-			}
+		if err := importDump(ctx, st, d); err != nil {
 			return err
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "Imported account %s: %d peers, %d setup keys.\n", d.Account.ID, len(d.Peers), len(d.SetupKeys))

@@ -1,7 +1,9 @@
 package auth
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -24,8 +26,14 @@ var (
 type Claims struct {
 	Subject string
 	Email   string
-	Name    string
-	Groups  []string
+	// EmailVerified: the provider vouches for Email (email_verified).
+	EmailVerified bool
+	Name          string
+	Groups        []string
+	// IssuedAt is the token's iat (zero when absent).
+	IssuedAt time.Time
+	// TokenID is the token's jti ("" when absent).
+	TokenID string
 }
 
 // JWTConfig describes the identity provider whose tokens are accepted.
@@ -171,20 +179,57 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Claims, error) {
 	if !slices.ContainsFunc(tok.Audience, func(a string) bool { return slices.Contains(v.cfg.Audiences, a) }) {
 		return Claims{}, fmt.Errorf("%w: audience %q is not one of %q", ErrInvalid, tok.Audience, v.cfg.Audiences)
 	}
-	if tok.Subject == "" {
-		return Claims{}, fmt.Errorf("%w: no subject", ErrInvalid)
-	}
-	var all map[string]any
-	if err := tok.Claims(&all); err != nil {
+	var payload json.RawMessage
+	if err := tok.Claims(&payload); err != nil {
 		return Claims{}, fmt.Errorf("%w: claims: %w", ErrInvalid, err)
 	}
-	c := Claims{Subject: tok.Subject, Email: str(all["email"]), Name: str(all["name"])}
+	c, err := ParseClaims(payload, v.cfg.GroupsClaim)
+	if err != nil {
+		return Claims{}, err
+	}
+	if c.Subject != tok.Subject {
+		return Claims{}, fmt.Errorf("%w: subject mismatch", ErrInvalid)
+	}
+	return c, nil
+}
+
+// ParseClaims reads management's claims from a verified token's JSON
+// payload; groupsClaim names the claim with the user's groups. A payload
+// without a subject, or whose claims have the wrong types, is ErrInvalid.
+func ParseClaims(payload []byte, groupsClaim string) (Claims, error) {
+	var all map[string]any
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	if err := dec.Decode(&all); err != nil || all == nil {
+		return Claims{}, fmt.Errorf("%w: claims are not a JSON object", ErrInvalid)
+	}
+	c := Claims{Subject: str(all["sub"]), Email: strings.TrimSpace(str(all["email"])), Name: str(all["name"]), TokenID: str(all["jti"])}
+	if c.Subject == "" {
+		return Claims{}, fmt.Errorf("%w: no subject", ErrInvalid)
+	}
 	if c.Name == "" {
 		c.Name = str(all["preferred_username"])
 	}
-	c.Groups = strList(all[v.cfg.GroupsClaim])
+	// Some providers send the flag as a string.
+	switch ev := all["email_verified"].(type) {
+	case bool:
+		c.EmailVerified = ev
+	case string:
+		c.EmailVerified = strings.EqualFold(ev, "true")
+	}
+	if iat, ok := all["iat"].(json.Number); ok {
+		f, err := iat.Float64()
+		if err != nil || f < 0 || f > maxUnix {
+			return Claims{}, fmt.Errorf("%w: iat %q out of range", ErrInvalid, iat)
+		}
+		c.IssuedAt = time.Unix(int64(f), 0).UTC()
+	}
+	c.Groups = strList(all[groupsClaim])
 	return c, nil
 }
+
+// maxUnix bounds a timestamp claim (the year 9999).
+const maxUnix = 253402300799
 
 func str(v any) string {
 	s, _ := v.(string)

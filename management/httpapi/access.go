@@ -51,19 +51,24 @@ type accessView struct {
 	npeers int
 }
 
-func (a *API) accessView(r *http.Request, acc account.ID) (accessView, error) {
+// accessView reads what the caller may see of the account's groups and
+// peers: a regular user sees only its own peers in them (as peers and in
+// peers_count), never the names and IDs of the others'.
+func (a *API) accessView(r *http.Request, caller account.User) (accessView, error) {
 	v := accessView{peers: map[account.PeerID]account.Peer{}}
 	err := a.o.Store.Read(r.Context(), func(tx *store.Tx) error {
-		at := tx.In(acc)
+		at := tx.In(caller.AccountID)
 		var err error
 		if v.groups, err = at.Groups(r.Context()); err != nil {
 			return err
 		}
 		ps, err := at.Peers(r.Context())
 		for _, p := range ps {
-			v.peers[p.ID] = p
+			if caller.Role.IsAdmin() || p.UserID == caller.ID {
+				v.peers[p.ID] = p
+			}
 		}
-		v.npeers = len(ps)
+		v.npeers = len(v.peers)
 		return err
 	})
 	return v, err
@@ -97,7 +102,7 @@ func (v accessView) minimum(id account.GroupID) (groupMinimum, bool) {
 }
 
 func (a *API) listGroups(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	v, err := a.accessView(r, caller.AccountID)
+	v, err := a.accessView(r, caller)
 	if err != nil {
 		return err
 	}
@@ -115,7 +120,7 @@ func (a *API) listGroups(w http.ResponseWriter, r *http.Request, caller account.
 }
 
 func (a *API) getGroup(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	v, err := a.accessView(r, caller.AccountID)
+	v, err := a.accessView(r, caller)
 	if err != nil {
 		return err
 	}
@@ -146,7 +151,7 @@ func (a *API) putGroup(w http.ResponseWriter, r *http.Request, caller account.Us
 	if err != nil {
 		return err
 	}
-	v, err := a.accessView(r, caller.AccountID)
+	v, err := a.accessView(r, caller)
 	if err != nil {
 		return err
 	}
@@ -339,7 +344,7 @@ func (a *API) listPolicies(w http.ResponseWriter, r *http.Request, caller accoun
 	if err != nil {
 		return err
 	}
-	v, err := a.accessView(r, caller.AccountID)
+	v, err := a.accessView(r, caller)
 	if err != nil {
 		return err
 	}
@@ -355,7 +360,7 @@ func (a *API) getPolicy(w http.ResponseWriter, r *http.Request, caller account.U
 	if err != nil {
 		return err
 	}
-	v, err := a.accessView(r, caller.AccountID)
+	v, err := a.accessView(r, caller)
 	if err != nil {
 		return err
 	}
@@ -388,7 +393,7 @@ func (a *API) putPolicy(w http.ResponseWriter, r *http.Request, caller account.U
 	if p, err = a.o.Access.PutPolicy(r.Context(), caller.AccountID, p, string(caller.ID)); err != nil {
 		return err
 	}
-	v, err := a.accessView(r, caller.AccountID)
+	v, err := a.accessView(r, caller)
 	if err != nil {
 		return err
 	}
@@ -572,8 +577,8 @@ func (a *API) createSetupKey(w http.ResponseWriter, r *http.Request, caller acco
 	if req.Type != "reusable" && req.Type != "one-off" {
 		return invalid("type %q (want reusable or one-off)", req.Type)
 	}
-	if req.ExpiresIn < 0 {
-		return invalid("expires_in must not be negative")
+	if req.ExpiresIn < 0 || req.ExpiresIn > int64(setupkey.MaxExpiry/time.Second) {
+		return invalid("expires_in must be 0 (never) to %d seconds", int64(setupkey.MaxExpiry/time.Second))
 	}
 	o := setupkey.Options{Name: req.Name, Reusable: req.Type == "reusable", UsageLimit: req.UsageLimit, AutoGroups: req.AutoGroups,
 		Ephemeral: req.Ephemeral, Expiry: time.Duration(req.ExpiresIn) * time.Second}

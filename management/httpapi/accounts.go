@@ -31,11 +31,14 @@ type accountJSON struct {
 	CreatedAt      string          `json:"created_at"`
 	CreatedBy      string          `json:"created_by"`
 	Onboarding     map[string]bool `json:"onboarding"`
+	// ClaimedDomain (an extension): verified e-mail addresses of this
+	// domain join the account in domain account mode.
+	ClaimedDomain string `json:"claimed_domain"`
 }
 
-func (a *API) toAccount(acc account.Account, owner string) accountJSON {
+func (a *API) toAccount(acc account.Account, owner, claimed string) accountJSON {
 	s := acc.Settings
-	return accountJSON{ID: string(acc.ID), Domain: acc.Domain, DomainCategory: "private", CreatedAt: ts(acc.CreatedAt), CreatedBy: owner,
+	return accountJSON{ID: string(acc.ID), Domain: acc.Domain, DomainCategory: "private", CreatedAt: ts(acc.CreatedAt), CreatedBy: owner, ClaimedDomain: claimed,
 		Onboarding: map[string]bool{"signup_form_pending": false, "onboarding_flow_pending": false},
 		Settings: settingsJSON{PeerLoginExpirationEnabled: s.PeerLoginExpirationEnabled, PeerLoginExpiration: s.PeerLoginExpiration,
 			PeerExposeGroups: []string{}, JWTGroupsEnabled: s.JWTGroupsEnabled, JWTGroupsClaimName: s.JWTGroupsClaimName,
@@ -66,7 +69,11 @@ func (a *API) listAccounts(w http.ResponseWriter, r *http.Request, caller accoun
 	if err != nil {
 		return err
 	}
-	return ok(w, []accountJSON{a.toAccount(acc, a.owner(r, acc.ID))})
+	claimed, err := a.o.Users.ClaimedDomain(r.Context(), caller)
+	if err != nil {
+		return err
+	}
+	return ok(w, []accountJSON{a.toAccount(acc, a.owner(r, acc.ID), claimed)})
 }
 
 func (a *API) updateAccount(w http.ResponseWriter, r *http.Request, caller account.User) error {
@@ -77,7 +84,8 @@ func (a *API) updateAccount(w http.ResponseWriter, r *http.Request, caller accou
 		return err
 	}
 	var req struct {
-		Settings *settingsJSON `json:"settings"`
+		Settings      *settingsJSON `json:"settings"`
+		ClaimedDomain *string       `json:"claimed_domain"`
 	}
 	if err := decode(r, &req); err != nil {
 		return err
@@ -86,14 +94,27 @@ func (a *API) updateAccount(w http.ResponseWriter, r *http.Request, caller accou
 		return fmt.Errorf("%w: settings are required", users.ErrInvalid)
 	}
 	s := req.Settings
-	if s.PeerLoginExpirationEnabled && s.PeerLoginExpiration <= 0 {
-		return fmt.Errorf("%w: peer_login_expiration must be a positive number of seconds", users.ErrInvalid)
+	// Durations are bounded before any conversion, which would wrap.
+	set := account.Settings{PeerLoginExpirationEnabled: s.PeerLoginExpirationEnabled, PeerLoginExpiration: s.PeerLoginExpiration,
+		JWTGroupsEnabled: s.JWTGroupsEnabled, JWTGroupsClaimName: s.JWTGroupsClaimName}
+	if err := set.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", users.ErrInvalid, err)
 	}
-	acc, err := a.o.Peers.UpdateSettings(r.Context(), caller.AccountID, account.Settings{
-		PeerLoginExpirationEnabled: s.PeerLoginExpirationEnabled, PeerLoginExpiration: s.PeerLoginExpiration,
-		JWTGroupsEnabled: s.JWTGroupsEnabled, JWTGroupsClaimName: s.JWTGroupsClaimName}, string(caller.ID))
+	if s.PeerInactivityExpiration < 0 || s.PeerInactivityExpiration > account.MaxLoginExpiration {
+		return fmt.Errorf("%w: peer_inactivity_expiration must be 0 to %d seconds", users.ErrInvalid, account.MaxLoginExpiration)
+	}
+	if req.ClaimedDomain != nil {
+		if err := a.o.Users.ClaimDomain(r.Context(), caller, *req.ClaimedDomain); err != nil {
+			return err
+		}
+	}
+	acc, err := a.o.Peers.UpdateSettings(r.Context(), caller.AccountID, set, string(caller.ID))
 	if err != nil {
 		return err
 	}
-	return ok(w, a.toAccount(acc, a.owner(r, acc.ID)))
+	claimed, err := a.o.Users.ClaimedDomain(r.Context(), caller)
+	if err != nil {
+		return err
+	}
+	return ok(w, a.toAccount(acc, a.owner(r, acc.ID), claimed))
 }

@@ -223,6 +223,8 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusNotFound, err.Error()
 	case errors.Is(err, users.ErrUnauthenticated):
 		code, msg = http.StatusUnauthorized, err.Error()
+	case errors.Is(err, users.ErrTooManyAttempts):
+		code, msg = http.StatusTooManyRequests, err.Error()
 	case errors.Is(err, users.ErrBlocked):
 		code, msg = http.StatusForbidden, "user is blocked"
 	case errors.Is(err, users.ErrForbidden):

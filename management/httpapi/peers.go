@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/wiremesh/wiremesh/management/account"
@@ -85,15 +86,20 @@ func (a *API) visible(ctx context.Context, caller account.User) (peerView, error
 	return v, err
 }
 
+// toPeer converts a peer; its groups' peers_count counts only the peers
+// the caller may see (a regular user learns nothing of others' peers).
 func (v peerView) toPeer(p account.Peer, now time.Time) peerJSON {
 	groups := []groupMinimum{}
 	for _, g := range v.groups {
 		in := g.All
+		n := 0
 		for _, m := range g.Peers {
 			in = in || m == p.ID
+			if slices.ContainsFunc(v.peers, func(q account.Peer) bool { return q.ID == m }) {
+				n++
+			}
 		}
 		if in {
-			n := len(g.Peers)
 			if g.All {
 				n = len(v.peers)
 			}
@@ -161,8 +167,12 @@ func (a *API) updatePeer(w http.ResponseWriter, r *http.Request, caller account.
 		return err
 	}
 	id := account.PeerID(r.PathValue("peerId"))
-	if _, _, err := a.peer(r.Context(), caller, id); err != nil {
+	_, cur, err := a.peer(r.Context(), caller, id)
+	if err != nil {
 		return err
+	}
+	if !caller.Role.IsAdmin() && req.LoginExpirationEnabled != cur.LoginExpirationEnabled {
+		return fmt.Errorf("%w: only admins change a peer's login expiration", users.ErrForbidden)
 	}
 	if _, err := a.o.Peers.Update(r.Context(), caller.AccountID, id, req.Name, req.LoginExpirationEnabled, string(caller.ID)); err != nil {
 		return err

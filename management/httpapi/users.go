@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -292,11 +293,12 @@ func (a *API) createInvite(w http.ResponseWriter, r *http.Request, caller accoun
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	if req.ExpiresIn < 0 {
-		return errBadQuery("expires_in", strconv.Itoa(req.ExpiresIn))
+	ttl, err := inviteTTL(req.ExpiresIn)
+	if err != nil {
+		return err
 	}
 	v, token, err := a.o.Users.CreateInvite(r.Context(), caller, users.InviteInput{Email: req.Email, Name: req.Name, Role: account.Role(req.Role),
-		AutoGroups: req.AutoGroups, ExpiresIn: time.Duration(req.ExpiresIn) * time.Second})
+		AutoGroups: req.AutoGroups, ExpiresIn: ttl})
 	if err != nil {
 		return err
 	}
@@ -320,7 +322,11 @@ func (a *API) regenerateInvite(w http.ResponseWriter, r *http.Request, caller ac
 			return err
 		}
 	}
-	v, token, err := a.o.Users.RegenerateInvite(r.Context(), caller, account.InviteID(r.PathValue("id")), time.Duration(req.ExpiresIn)*time.Second)
+	ttl, err := inviteTTL(req.ExpiresIn)
+	if err != nil {
+		return err
+	}
+	v, token, err := a.o.Users.RegenerateInvite(r.Context(), caller, account.InviteID(r.PathValue("id")), ttl)
 	if err != nil {
 		return err
 	}
@@ -348,4 +354,13 @@ func (a *API) acceptInvite(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return ok(w, map[string]bool{"success": true})
+}
+
+// inviteTTL converts expires_in seconds, bounded before the multiplication
+// so that no value wraps around.
+func inviteTTL(secs int) (time.Duration, error) {
+	if secs < 0 || int64(secs) > int64(users.MaxInviteTTL/time.Second) {
+		return 0, fmt.Errorf("%w: expires_in must be 0 (the default) to %d seconds", users.ErrInvalid, int64(users.MaxInviteTTL/time.Second))
+	}
+	return time.Duration(secs) * time.Second, nil
 }

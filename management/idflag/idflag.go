@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -23,6 +25,7 @@ type Flags struct {
 	idpIssuer, accountMode                   string
 	issuer, clientID, scopes, groupsClaim    string
 	audiences, dashboardRedirects, redirects []string
+	accountDomains                           []string
 	useIDToken                               bool
 }
 
@@ -33,6 +36,7 @@ func Bind(fs *pflag.FlagSet, builtInDefault bool) *Flags {
 	fs.BoolVar(&f.builtIn, "builtin-idp", builtInDefault, "serve the built-in identity provider (local users) under /oauth2 on the main port")
 	fs.StringVar(&f.idpIssuer, "idp-issuer", "", "public URL of the built-in identity provider (default: http(s)://PUBLIC-ADDRESS:PORT/oauth2)")
 	fs.StringVar(&f.accountMode, "account-mode", "single", "where new users go: single (one account for everyone) or domain (an account per e-mail domain)")
+	fs.StringSliceVar(&f.accountDomains, "account-domains", envList("NB_ACCOUNT_DOMAINS"), "with --account-mode domain: e-mail domains whose users (verified addresses only) share one account per domain; everyone else gets a private account (comma-separated or repeatable; env NB_ACCOUNT_DOMAINS)")
 	fs.StringSliceVar(&f.dashboardRedirects, "dashboard-redirect", nil, "login callback URL of the dashboard for the built-in provider (repeatable)")
 	fs.StringVar(&f.issuer, "oidc-issuer", "", "issuer URL of an external OpenID Connect provider (Keycloak, Authentik, Zitadel, Entra, Okta, Google...); turns the built-in one off")
 	fs.StringVar(&f.clientID, "oidc-client-id", "", "client ID the agents log in with at the external provider")
@@ -52,7 +56,14 @@ func (f *Flags) Identity(publicHost string, port int, tls bool) (server.Identity
 	if err != nil {
 		return server.Identity{}, fmt.Errorf("--account-mode: %w", err)
 	}
-	id := server.Identity{Mode: mode, DashboardRedirects: f.dashboardRedirects}
+	domains, err := users.ParseDomains(f.accountDomains)
+	if err != nil {
+		return server.Identity{}, fmt.Errorf("--account-domains: %w", err)
+	}
+	if len(domains) > 0 && mode != users.DomainAccounts {
+		return server.Identity{}, errors.New("--account-domains needs --account-mode domain")
+	}
+	id := server.Identity{Mode: mode, AccountDomains: domains, DashboardRedirects: f.dashboardRedirects}
 	if f.issuer != "" {
 		if _, err := url.ParseRequestURI(f.issuer); err != nil {
 			return id, fmt.Errorf("--oidc-issuer: %w", err)
@@ -82,4 +93,16 @@ func (f *Flags) Identity(publicHost string, port int, tls bool) (server.Identity
 		return id, fmt.Errorf("--idp-issuer %q is not an absolute http(s) URL", id.BuiltInIssuer)
 	}
 	return id, nil
+}
+
+// envList reads a comma-separated list from the environment (a flag's
+// default).
+func envList(name string) []string {
+	var out []string
+	for _, v := range strings.Split(os.Getenv(name), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -16,7 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -96,6 +98,15 @@ func (d Directory) Lookup(ctx context.Context, subject string) (oidcop.Identity,
 	return oidcop.Identity{Subject: string(c.Subject), Email: c.Email, Name: c.Name}, nil
 }
 
+// RevokeAccessToken implements oidcop.TokenRevoker: the revoked token's
+// jti goes into the store, where every management instance's verifier
+// refuses it.
+func (d Directory) RevokeAccessToken(ctx context.Context, tokenID, subject string, until time.Time) error {
+	return d.Store.Tx(ctx, func(tx *store.Tx) error {
+		return tx.RevokeAccessToken(ctx, tokenID, subject, until, time.Now())
+	})
+}
+
 const keySetting = "idp_signing_key"
 
 // SigningKey loads the provider's RSA key from the store, creating it once.
@@ -136,7 +147,9 @@ type Options struct {
 	Issuer string
 	// DashboardRedirects are the dashboard's login callbacks.
 	DashboardRedirects []string
-	Log                *slog.Logger
+	// TrustedProxies are reverse proxies whose X-Forwarded-For is believed.
+	TrustedProxies []netip.Prefix
+	Log            *slog.Logger
 }
 
 // New opens the built-in provider on the store.
@@ -150,6 +163,8 @@ func New(ctx context.Context, st *store.Store, o Options) (*oidcop.Provider, err
 		Directory: Directory{Store: st},
 		Key:       key,
 		Log:       o.Log,
+		// The login page's limits are per client address.
+		TrustedProxies: o.TrustedProxies,
 		Clients: []oidcop.ClientConfig{
 			{ID: AgentClientID, Native: true, RedirectURIs: AgentRedirectURLs},
 			{ID: DashboardClientID, RedirectURIs: o.DashboardRedirects},

@@ -17,7 +17,7 @@ import (
 func ownerAPI(t *testing.T) (*env, api) {
 	t.Helper()
 	e := startWith(t, t.TempDir(), server.Options{Identity: server.Identity{BuiltInIssuer: autoIssuer}})
-	setup := obj(e.api("").call("POST", "/api/setup", map[string]any{"email": "o@example.com", "password": "owner-password", "name": "O", "create_pat": true}, 200))
+	setup := obj(e.api("").call("POST", "/api/setup", map[string]any{"email": "o@example.com", "password": "Owner-passw0rd!", "name": "O", "create_pat": true}, 200))
 	return e, e.api("Token " + setup["personal_access_token"].(string))
 }
 

@@ -24,6 +24,9 @@ import (
 type Identity struct {
 	// Mode places new users in accounts (default: one account).
 	Mode users.Mode
+	// AccountDomains: in domain mode, the e-mail domains whose verified
+	// users share an account (users.ParseDomains normalises them).
+	AccountDomains []string
 	// BuiltInIssuer turns the built-in provider on at this public URL; its
 	// path (conventionally /oauth2) is where the server mounts it.
 	BuiltInIssuer string
@@ -80,7 +83,8 @@ func openIdentity(ctx context.Context, st *store.Store, id Identity, us *users.S
 		scopes = "openid profile email"
 	}
 	if id.BuiltInIssuer != "" {
-		p, err := idp.New(ctx, st, idp.Options{Issuer: id.BuiltInIssuer, DashboardRedirects: id.DashboardRedirects, Log: o.Log})
+		p, err := idp.New(ctx, st, idp.Options{Issuer: id.BuiltInIssuer, DashboardRedirects: id.DashboardRedirects, Log: o.Log,
+			TrustedProxies: o.TrustedProxies})
 		if err != nil {
 			return nil, nil, nil, err
 		}

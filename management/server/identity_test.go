@@ -114,12 +114,12 @@ func TestBuiltInIdentityREST(t *testing.T) {
 	}
 	anon.call("POST", "/api/setup", `{"email":"owner@example.com","password":"short","name":"O"}`, 422)
 	anon.call("POST", "/api/setup", `{"email":`, 400)
-	setup := obj(anon.call("POST", "/api/setup", map[string]any{"email": "owner@example.com", "password": "owner-password-1", "name": "Owner", "create_pat": true, "pat_expire_in": 2}, 200))
+	setup := obj(anon.call("POST", "/api/setup", map[string]any{"email": "owner@example.com", "password": "Owner-passw0rd!", "name": "Owner", "create_pat": true, "pat_expire_in": 2}, 200))
 	pat, _ := setup["personal_access_token"].(string)
 	if !strings.HasPrefix(pat, "nbp_") || setup["user_id"] == "" {
 		t.Fatalf("setup response %v", setup)
 	}
-	anon.call("POST", "/api/setup", map[string]any{"email": "second@example.com", "password": "another-password", "name": "Two"}, 412)
+	anon.call("POST", "/api/setup", map[string]any{"email": "second@example.com", "password": "Another-passw0rd!", "name": "Two"}, 412)
 	if obj(anon.call("GET", "/api/instance", nil, 200))["setup_required"].(bool) {
 		t.Fatal("setup still required after it was done")
 	}

@@ -24,8 +24,12 @@ import (
 func TestExternalIdPAccounts(t *testing.T) {
 	alice := testoidc.User{Subject: "a|1", Email: "alice@a.example", Name: "Alice", Password: "alice-password", Groups: []string{"engineering"}}
 	idp := testoidc.Start(t, "", alice)
-	e := startWith(t, t.TempDir(), server.Options{Identity: server.Identity{Issuer: idp.URL, ClientID: testoidc.ClientID, Mode: users.DomainAccounts}})
+	e := startWith(t, t.TempDir(), server.Options{Identity: server.Identity{Issuer: idp.URL, ClientID: testoidc.ClientID, Mode: users.DomainAccounts,
+		AccountDomains: []string{"a.example"}}})
 	ctx := context.Background()
+	// Alice's verified address places her first: a.example is listed, so
+	// she creates its account.
+	e.api("Bearer "+idp.Mint(t, map[string]any{"sub": "a|1", "email": "alice@a.example", "email_verified": true})).call("GET", "/api/users/current", nil, 200)
 
 	// Alice's agent logs in through the device flow the server describes
 	// (discovered from the external provider).
@@ -43,7 +47,12 @@ func TestExternalIdPAccounts(t *testing.T) {
 		t.Fatalf("first user of a.example is %v", meA["role"])
 	}
 	// A colleague joins alice's account as a user; bob gets his own.
-	carol := e.api("Bearer " + idp.Mint(t, map[string]any{"sub": "a|2", "email": "carol@a.example", "name": "Carol"}))
+	carol := e.api("Bearer " + idp.Mint(t, map[string]any{"sub": "a|2", "email": "carol@a.example", "email_verified": true, "name": "Carol"}))
+	// An address the IdP does not vouch for never joins a shared account.
+	stranger := e.api("Bearer " + idp.Mint(t, map[string]any{"sub": "x|1", "email": "mallory@a.example", "email_verified": false}))
+	if r := obj(stranger.call("GET", "/api/users/current", nil, 200))["role"]; r != "owner" {
+		t.Fatalf("unverified a.example address is %v, want the owner of its own account", r)
+	}
 	bob := e.api("Bearer " + idp.Mint(t, map[string]any{"sub": "b|1", "email": "bob@b.example", "name": "Bob"}))
 	if r := obj(carol.call("GET", "/api/users/current", nil, 200))["role"]; r != "user" {
 		t.Fatalf("second user of a.example is %v", r)

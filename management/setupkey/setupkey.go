@@ -20,6 +20,9 @@ import (
 // DefaultExpiry is how long a key is valid unless told otherwise.
 const DefaultExpiry = 30 * 24 * time.Hour
 
+// MaxExpiry bounds a key's lifetime (a key may also never expire).
+const MaxExpiry = 365 * 24 * time.Hour
+
 // Reasons a key is refused. They wrap ErrInvalid.
 var (
 	ErrInvalid   = errors.New("setup key is invalid")
@@ -45,6 +48,9 @@ type Options struct {
 func New(acc account.ID, opts Options, now time.Time) (account.SetupKey, string, error) {
 	if opts.UsageLimit < 0 {
 		return account.SetupKey{}, "", fmt.Errorf("usage limit must not be negative")
+	}
+	if opts.Expiry > MaxExpiry {
+		return account.SetupKey{}, "", fmt.Errorf("expiry %v is longer than %v", opts.Expiry, MaxExpiry)
 	}
 	secret := strings.ToUpper(uuid.NewString())
 	limit := opts.UsageLimit

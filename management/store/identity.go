@@ -13,7 +13,7 @@ import (
 // user ID cross accounts, for authentication; everything else is bound to
 // one account.
 
-const userCols = `id, account_id, email, name, role, blocked, service_user, auto_groups, issued, created_at, last_login`
+const userCols = `id, account_id, email, name, role, blocked, service_user, auto_groups, issued, created_at, last_login, email_verified`
 
 func scanUser(sc scanner) (account.User, error) {
 	var (
@@ -21,7 +21,7 @@ func scanUser(sc scanner) (account.User, error) {
 		id, acc, role, groups string
 		created, login        int64
 	)
-	if err := sc.Scan(&id, &acc, &u.Email, &u.Name, &role, &u.Blocked, &u.ServiceUser, &groups, &u.Issued, &created, &login); err != nil {
+	if err := sc.Scan(&id, &acc, &u.Email, &u.Name, &role, &u.Blocked, &u.ServiceUser, &groups, &u.Issued, &created, &login, &u.EmailVerified); err != nil {
 		return u, mapErr(err)
 	}
 	if err := json.Unmarshal([]byte(groups), &u.AutoGroups); err != nil {
@@ -76,8 +76,8 @@ func (a *AccountTx) InsertUser(ctx context.Context, u account.User) error {
 	if err != nil {
 		return err
 	}
-	_, err = a.q().exec(ctx, `INSERT INTO users (`+userCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		string(u.ID), string(u.AccountID), u.Email, u.Name, string(u.Role), u.Blocked, u.ServiceUser, groups, u.Issued, nanos(u.CreatedAt), nanos(u.LastLogin))
+	_, err = a.q().exec(ctx, `INSERT INTO users (`+userCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		string(u.ID), string(u.AccountID), u.Email, u.Name, string(u.Role), u.Blocked, u.ServiceUser, groups, u.Issued, nanos(u.CreatedAt), nanos(u.LastLogin), u.EmailVerified)
 	return mapErr(err)
 }
 
@@ -87,8 +87,8 @@ func (a *AccountTx) UpdateUser(ctx context.Context, u account.User) error {
 	if err != nil {
 		return err
 	}
-	n, err := a.q().exec(ctx, `UPDATE users SET email = ?, name = ?, role = ?, blocked = ?, auto_groups = ?, last_login = ? WHERE id = ? AND account_id = ?`,
-		u.Email, u.Name, string(u.Role), u.Blocked, groups, nanos(u.LastLogin), string(u.ID), string(a.id))
+	n, err := a.q().exec(ctx, `UPDATE users SET email = ?, name = ?, role = ?, blocked = ?, auto_groups = ?, last_login = ?, email_verified = ? WHERE id = ? AND account_id = ?`,
+		u.Email, u.Name, string(u.Role), u.Blocked, groups, nanos(u.LastLogin), u.EmailVerified, string(u.ID), string(a.id))
 	return affected(n, err)
 }
 
@@ -282,7 +282,8 @@ func (a *AccountTx) UpdateSettings(ctx context.Context, s account.Settings) erro
 }
 
 // AccountByUserDomain finds the account whose users come from an e-mail
-// domain (multi-account mode).
+// domain (multi-account mode), claimed or not: for domains the operator
+// lists.
 func (tx *Tx) AccountByUserDomain(ctx context.Context, domain string) (account.ID, error) {
 	var id string
 	err := tx.q.queryRow(ctx, `SELECT id FROM accounts WHERE user_domain = ? AND user_domain <> '' ORDER BY created_at LIMIT 1`, domain).Scan(&id)

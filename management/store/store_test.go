@@ -65,6 +65,7 @@ func TestConformance(t *testing.T) {
 		t.Run("settings", func(t *testing.T) { testSettings(t, e.Open(t)) })
 		t.Run("groups and policies", func(t *testing.T) { testAccess(t, e.Open(t)) })
 		t.Run("identity", func(t *testing.T) { testIdentity(t, e.Open(t)) })
+		t.Run("revocation", func(t *testing.T) { testRevocation(t, e.Open(t)) })
 		t.Run("upgrade", func(t *testing.T) { testUpgrade(t, e) })
 		t.Run("concurrent migrate", func(t *testing.T) { testConcurrentMigrate(t, e) })
 		t.Run("newer schema refused", func(t *testing.T) { testNewerSchema(t, e) })

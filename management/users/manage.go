@@ -6,13 +6,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/mail"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/wiremesh/wiremesh/management/account"
-	"github.com/wiremesh/wiremesh/management/idp"
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
@@ -84,9 +83,11 @@ func (s *Service) Create(ctx context.Context, caller account.User, in CreateInpu
 		if !s.o.LocalIdP {
 			return account.User{}, "", fmt.Errorf("%w: with an external identity provider people join by logging in; create them there", ErrNoLocalIdP)
 		}
-		if _, err := mail.ParseAddress(u.Email); err != nil || u.Email == "" {
-			return account.User{}, "", fmt.Errorf("%w: a valid e-mail address is required", ErrInvalid)
+		email, err := checkEmail(u.Email)
+		if err != nil {
+			return account.User{}, "", err
 		}
+		u.Email = email
 		if u.Name == "" {
 			u.Name = u.Email
 		}
@@ -98,6 +99,15 @@ func (s *Service) Create(ctx context.Context, caller account.User, in CreateInpu
 	} else if u.Name == "" {
 		return account.User{}, "", fmt.Errorf("%w: a service user needs a name", ErrInvalid)
 	}
+	var hash string
+	if !u.ServiceUser {
+		// Hashed before the transaction, which would otherwise hold the
+		// store's write lock through bcrypt.
+		var err error
+		if hash, err = s.hash(password); err != nil {
+			return account.User{}, "", err
+		}
+	}
 	err := s.o.Store.Tx(ctx, func(tx *store.Tx) error {
 		at := tx.In(caller.AccountID)
 		if err := checkGroups(ctx, at, u.AutoGroups); err != nil {
@@ -106,10 +116,6 @@ func (s *Service) Create(ctx context.Context, caller account.User, in CreateInpu
 		if !u.ServiceUser {
 			if _, err := tx.CredentialByEmail(ctx, u.Email); err == nil {
 				return fmt.Errorf("%w: a user with e-mail %s", ErrConflict, u.Email)
-			}
-			hash, err := idp.HashPassword(password)
-			if err != nil {
-				return err
 			}
 			if err := tx.InsertCredential(ctx, account.Credential{Subject: u.ID, Email: u.Email, Name: u.Name, PasswordHash: hash, CreatedAt: now}); err != nil {
 				return err
@@ -209,6 +215,11 @@ func (s *Service) Update(ctx context.Context, caller account.User, id account.Us
 				ev("user.unblock", map[string]string{"email": u.Email})
 			}
 		}
+		if in.Blocked && !u.Blocked {
+			if err := endAccess(ctx, tx, at, id, now); err != nil {
+				return err
+			}
+		}
 		u.Role, u.AutoGroups, u.Blocked = in.Role, in.AutoGroups, in.Blocked
 		if err := at.UpdateUser(ctx, u); err != nil {
 			return err
@@ -233,8 +244,20 @@ func (s *Service) Update(ctx context.Context, caller account.User, id account.Us
 	return u, nil
 }
 
-// Delete removes a user, its tokens, its local login and the peers it
-// added.
+// endAccess voids every token issued to a user so far (JWTs by their
+// issue time; personal access tokens are refused while the user is blocked
+// and deleted with it) and withdraws the invitations it created.
+func endAccess(ctx context.Context, tx *store.Tx, at *store.AccountTx, id account.UserID, now time.Time) error {
+	if err := tx.RevokeSubject(ctx, id, now); err != nil {
+		return err
+	}
+	_, err := at.DeleteInvitesBy(ctx, id)
+	return err
+}
+
+// Delete removes a user, its tokens, the invitations it created, its local
+// login and the peers it added, and voids the tokens its identity provider
+// issued so far: an old token neither works nor creates the user again.
 func (s *Service) Delete(ctx context.Context, caller account.User, id account.UserID) error {
 	if !caller.Role.IsAdmin() {
 		return ErrForbidden
@@ -260,6 +283,12 @@ func (s *Service) Delete(ctx context.Context, caller account.User, id account.Us
 			if err := at.DeletePeer(ctx, p.ID); err != nil {
 				return err
 			}
+		}
+		if err := endAccess(ctx, tx, at, id, now); err != nil {
+			return err
+		}
+		if err := at.DeleteTokensOf(ctx, id); err != nil {
+			return err
 		}
 		if err := at.DeleteUser(ctx, id); err != nil {
 			return err

@@ -21,6 +21,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/auth"
+	"github.com/wiremesh/wiremesh/management/idp"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/tenant"
 )
@@ -33,9 +34,11 @@ const (
 	// SingleAccount: everyone joins the install's one account (the
 	// self-hosted default, as the reference's single-account mode).
 	SingleAccount Mode = "single"
-	// DomainAccounts: the first user of an e-mail domain gets a new
-	// account and later users of that domain join it; addresses at public
-	// mail providers each get an account of their own.
+	// DomainAccounts: a user whose verified e-mail address is in a domain
+	// the operator lists (Options.AccountDomains) joins that domain's
+	// account, the first one creating it as owner; a verified address in a
+	// domain an account's admin claimed joins that account; everyone else
+	// gets an account of their own.
 	DomainAccounts Mode = "domain"
 )
 
@@ -57,17 +60,67 @@ type Notifier interface {
 
 // Options configure the service.
 type Options struct {
-	Store    *store.Store
-	Notify   Notifier
-	Log      *slog.Logger
-	Now      func() time.Time
-	Mode     Mode
-	LocalIdP bool // the built-in identity provider is on
+	Store  *store.Store
+	Notify Notifier
+	Log    *slog.Logger
+	Now    func() time.Time
+	Mode   Mode
+	// AccountDomains are the e-mail domains whose verified users share an
+	// account in domain mode (see ParseDomains).
+	AccountDomains []string
+	// LocalIdP: the built-in identity provider is on, and it is then the
+	// only issuer of accepted tokens. Its users exist before they can log
+	// in, so a token never creates a user.
+	LocalIdP bool
+}
+
+// ParseDomains normalises a list of e-mail domains (lower case, no
+// trailing dot) and refuses what cannot be one.
+func ParseDomains(list []string) ([]string, error) {
+	out := []string{}
+	for _, d := range list {
+		d = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(d)), ".")
+		if d == "" {
+			continue
+		}
+		if !validDomain(d) {
+			return nil, fmt.Errorf("%q is not an e-mail domain", d)
+		}
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// validDomain accepts dot-separated labels of letters, digits and hyphens
+// with at least two labels.
+func validDomain(d string) bool {
+	labels := strings.Split(d, ".")
+	if len(d) > 253 || len(labels) < 2 {
+		return false
+	}
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, r := range l {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Service is the user directory of every account.
 type Service struct {
 	o Options
+	// hash and compare are bcrypt (tests watch when they run).
+	hash    func(pw string) (string, error)
+	compare func(hash, pw string) error
+	// pwGuard limits wrong old passwords per user.
+	pwGuard *guard
 }
 
 // New returns a service.
@@ -81,7 +134,7 @@ func New(o Options) *Service {
 	if o.Mode == "" {
 		o.Mode = SingleAccount
 	}
-	return &Service{o: o}
+	return &Service{o: o, hash: idp.HashPassword, compare: comparePassword, pwGuard: newGuard(passwordBurst, passwordRefill)}
 }
 
 // LocalIdP reports whether the built-in identity provider is on.
@@ -104,10 +157,14 @@ func mapErr(err error) error {
 
 // --- authentication ---
 
-// FromClaims returns the user behind verified token claims, creating it
-// on first sight: in its domain's account or the install's one account,
-// as owner when that account has none. A blocked user gets ErrBlocked.
-// With JWT group sync on, the token's groups become the user's groups.
+// FromClaims returns the user behind verified token claims. With an
+// external identity provider it creates the user on first sight: in the
+// install's one account or (domain mode) as join decides, as owner when
+// that account has none. A token issued before its subject was deleted or
+// blocked, or revoked at the built-in provider, is refused, and with the
+// built-in provider a token never creates a user. A blocked user gets
+// ErrBlocked. With JWT group sync on, the token's groups become the user's
+// groups.
 func (s *Service) FromClaims(ctx context.Context, c auth.Claims) (account.User, error) {
 	var (
 		u       account.User
@@ -116,14 +173,22 @@ func (s *Service) FromClaims(ctx context.Context, c auth.Claims) (account.User, 
 	err := s.o.Store.Tx(ctx, func(tx *store.Tx) error {
 		var err error
 		u, err = tx.UserByID(ctx, account.UserID(c.Subject))
-		if errors.Is(err, store.ErrNotFound) {
-			u, err = s.join(ctx, tx, c)
+		if err == nil && u.Blocked {
+			return ErrBlocked
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		if u.Blocked {
-			return ErrBlocked
+		if err := checkRevoked(ctx, tx, c); err != nil {
+			return err
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			if s.o.LocalIdP {
+				return fmt.Errorf("%w: unknown user", ErrUnauthenticated)
+			}
+			if u, err = s.join(ctx, tx, c); err != nil {
+				return err
+			}
 		}
 		at := tx.In(u.AccountID)
 		acc, err := at.Account(ctx)
@@ -137,7 +202,7 @@ func (s *Service) FromClaims(ctx context.Context, c auth.Claims) (account.User, 
 			}
 		}
 		if c.Email != "" {
-			u.Email = c.Email
+			u.Email, u.EmailVerified = c.Email, c.EmailVerified
 		}
 		if c.Name != "" {
 			u.Name = c.Name
@@ -148,7 +213,7 @@ func (s *Service) FromClaims(ctx context.Context, c auth.Claims) (account.User, 
 		if now.Sub(u.LastLogin) >= time.Minute {
 			u.LastLogin = now
 		}
-		if changed || u.Email != before.Email || u.Name != before.Name || !u.LastLogin.Equal(before.LastLogin) ||
+		if changed || u.Email != before.Email || u.EmailVerified != before.EmailVerified || u.Name != before.Name || !u.LastLogin.Equal(before.LastLogin) ||
 			!slices.Equal(u.AutoGroups, before.AutoGroups) {
 			return at.UpdateUser(ctx, u)
 		}
@@ -171,6 +236,33 @@ var publicMail = map[string]bool{
 	"qq.com": true, "163.com": true,
 }
 
+// checkRevoked refuses a token revoked at the built-in provider (by jti)
+// or issued at or before its subject was deleted or blocked. Token times
+// are whole seconds, so a token of the same second as the revocation is
+// refused too.
+func checkRevoked(ctx context.Context, tx *store.Tx, c auth.Claims) error {
+	if c.TokenID != "" {
+		revoked, err := tx.AccessTokenRevoked(ctx, c.TokenID)
+		if err != nil {
+			return err
+		}
+		if revoked {
+			return fmt.Errorf("%w: the token was revoked; log in again", ErrUnauthenticated)
+		}
+	}
+	at, err := tx.SubjectRevokedAt(ctx, account.UserID(c.Subject))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !c.IssuedAt.After(at) {
+		return fmt.Errorf("%w: the token was issued before the user was deleted or blocked; log in again", ErrUnauthenticated)
+	}
+	return nil
+}
+
 // join creates the user of a subject seen for the first time.
 func (s *Service) join(ctx context.Context, tx *store.Tx, c auth.Claims) (account.User, error) {
 	now := s.now()
@@ -178,9 +270,7 @@ func (s *Service) join(ctx context.Context, tx *store.Tx, c auth.Claims) (accoun
 		acc account.ID
 		err error
 	)
-	_, domain, _ := strings.Cut(strings.ToLower(c.Email), "@")
-	switch {
-	case s.o.Mode == SingleAccount:
+	if s.o.Mode == SingleAccount {
 		accs, err := tx.Accounts(ctx)
 		if err != nil {
 			return account.User{}, err
@@ -193,24 +283,8 @@ func (s *Service) join(ctx context.Context, tx *store.Tx, c auth.Claims) (accoun
 			accs = append(accs, a)
 		}
 		acc = accs[0].ID
-	case domain != "" && !publicMail[domain]:
-		acc, err = tx.AccountByUserDomain(ctx, domain)
-		if errors.Is(err, store.ErrNotFound) {
-			a, cerr := tenant.Create(ctx, tx, now)
-			if cerr != nil {
-				return account.User{}, cerr
-			}
-			acc, err = a.ID, tx.In(a.ID).SetUserDomain(ctx, domain)
-		}
-		if err != nil {
-			return account.User{}, err
-		}
-	default:
-		a, err := tenant.Create(ctx, tx, now)
-		if err != nil {
-			return account.User{}, err
-		}
-		acc = a.ID
+	} else if acc, err = s.domainAccount(ctx, tx, c, now); err != nil {
+		return account.User{}, err
 	}
 	at := tx.In(acc)
 	// Queue behind other first logins of this account, so that exactly
@@ -226,7 +300,7 @@ func (s *Service) join(ctx context.Context, tx *store.Tx, c auth.Claims) (accoun
 	if !hasOwner {
 		role = account.RoleOwner
 	}
-	u := account.User{ID: account.UserID(c.Subject), AccountID: acc, Email: c.Email, Name: c.Name, Role: role,
+	u := account.User{ID: account.UserID(c.Subject), AccountID: acc, Email: c.Email, EmailVerified: c.EmailVerified, Name: c.Name, Role: role,
 		AutoGroups: []string{}, Issued: "jwt", CreatedAt: now}
 	if err := at.InsertUser(ctx, u); err != nil {
 		return account.User{}, err
@@ -237,6 +311,42 @@ func (s *Service) join(ctx context.Context, tx *store.Tx, c auth.Claims) (accoun
 	}
 	s.o.Log.Info("user joined", "user", u.ID, "email", u.Email, "account", acc, "role", role)
 	return u, nil
+}
+
+// domainAccount picks a new user's account in domain mode. Only a
+// verified address groups: in a domain the operator lists (the account is
+// created on first sight) or one an account claimed. Anyone else gets an
+// account of their own, of which they are the owner.
+func (s *Service) domainAccount(ctx context.Context, tx *store.Tx, c auth.Claims, now time.Time) (account.ID, error) {
+	domain := emailDomain(c.Email)
+	if c.EmailVerified && domain != "" {
+		if slices.Contains(s.o.AccountDomains, domain) {
+			id, err := tx.AccountByUserDomain(ctx, domain)
+			if !errors.Is(err, store.ErrNotFound) {
+				return id, err
+			}
+			a, err := tenant.Create(ctx, tx, now)
+			if err != nil {
+				return "", err
+			}
+			return a.ID, tx.In(a.ID).SetUserDomain(ctx, domain)
+		}
+		id, err := tx.AccountByClaimedDomain(ctx, domain)
+		if !errors.Is(err, store.ErrNotFound) {
+			return id, err
+		}
+	}
+	a, err := tenant.Create(ctx, tx, now)
+	return a.ID, err
+}
+
+// emailDomain is the lower-case domain of an address ("" if none).
+func emailDomain(email string) string {
+	i := strings.LastIndexByte(email, '@')
+	if i < 0 {
+		return ""
+	}
+	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(email[i+1:])), ".")
 }
 
 // syncGroups makes the token's groups the user's groups (creating groups
