@@ -5,7 +5,10 @@
 // device-approval pages and authenticates people against a Directory the
 // caller provides: management's built-in provider uses the store's local
 // credentials, tests use an in-memory directory to stand in for an external
-// IdP. Pending logins and device codes live in memory (they last minutes);
+// IdP. Pending logins and device codes live in memory (they last minutes),
+// bounded in count and bytes per source address and overall, with every
+// client-supplied field capped (Limits, limits.go); wrong passwords are
+// limited per (source, e-mail) and per e-mail;
 // tokens are stateless JWTs any process holding the public key can verify.
 // It does not decide accounts or roles: that is management's business.
 package oidcop

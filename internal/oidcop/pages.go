@@ -47,7 +47,10 @@ func (p *Provider) login(w http.ResponseWriter, r *http.Request) {
 	d := pageData{Title: "Log in", Action: p.prefix + loginPath}
 	switch r.Method {
 	case http.MethodGet:
-		d.RequestID = r.URL.Query().Get("authRequestID")
+		if !p.parseForm(w, r, d) {
+			return
+		}
+		d.RequestID = r.Form.Get("authRequestID")
 		if _, err := p.st.AuthRequestByID(r.Context(), d.RequestID); err != nil {
 			d.Error, d.Message = "This login link has expired. Start the login again from the application.", " "
 			render(w, http.StatusNotFound, d)
@@ -55,7 +58,7 @@ func (p *Provider) login(w http.ResponseWriter, r *http.Request) {
 		}
 		render(w, http.StatusOK, d)
 	case http.MethodPost:
-		if !parseForm(w, r, d) {
+		if !p.parseForm(w, r, d) {
 			return
 		}
 		d.RequestID, d.Email = r.PostForm.Get("authRequestID"), r.PostForm.Get("email")
@@ -81,10 +84,13 @@ func (p *Provider) device(w http.ResponseWriter, r *http.Request) {
 	d := pageData{Title: "Approve a device", Action: p.prefix + devicePath, Device: true}
 	switch r.Method {
 	case http.MethodGet:
-		d.UserCode = r.URL.Query().Get("user_code")
+		if !p.parseForm(w, r, d) {
+			return
+		}
+		d.UserCode = r.Form.Get("user_code")
 		render(w, http.StatusOK, d)
 	case http.MethodPost:
-		if !parseForm(w, r, d) {
+		if !p.parseForm(w, r, d) {
 			return
 		}
 		d.UserCode = strings.ToUpper(strings.TrimSpace(r.PostForm.Get("user_code")))
@@ -109,11 +115,18 @@ func (p *Provider) device(w http.ResponseWriter, r *http.Request) {
 }
 
 // parseForm reads a bounded form, answering the page with an error when
-// it cannot.
-func parseForm(w http.ResponseWriter, r *http.Request, d pageData) bool {
+// it cannot or when a field is too long.
+func (p *Provider) parseForm(w http.ResponseWriter, r *http.Request, d pageData) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	if err := r.ParseForm(); err != nil {
+		p.st.refusedFields.Add(1)
 		d.Error = "The form could not be read."
+		render(w, http.StatusBadRequest, d)
+		return false
+	}
+	if err := checkParams(r.Form); err != nil {
+		p.st.refusedFields.Add(1)
+		d.Error = "The form could not be read: " + err.Error() + "."
 		render(w, http.StatusBadRequest, d)
 		return false
 	}
@@ -126,7 +139,10 @@ func (p *Provider) fail(w http.ResponseWriter, r *http.Request, d pageData, err 
 		d.Error = "Wrong e-mail address or password."
 		render(w, http.StatusUnauthorized, d)
 	case errors.Is(err, errTooMany):
-		d.Error = "Too many failed logins from this address. Wait a minute and try again."
+		d.Error = "Too many failed logins for this e-mail address from your address. Wait a minute and try again."
+		render(w, http.StatusTooManyRequests, d)
+	case errors.Is(err, errTooManyEmail):
+		d.Error = "Too many failed logins for this e-mail address. Wait a few minutes and try again."
 		render(w, http.StatusTooManyRequests, d)
 	default:
 		p.log.Error("login failed", "err", err, "remote", r.RemoteAddr)

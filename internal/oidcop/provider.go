@@ -14,11 +14,14 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/zitadel/oidc/v3/pkg/op"
 	"golang.org/x/text/language"
 
+	"github.com/wiremesh/wiremesh/internal/clientip"
+	"github.com/wiremesh/wiremesh/internal/metrics"
 	"github.com/wiremesh/wiremesh/internal/ratelimit"
 )
 
@@ -56,7 +59,14 @@ type Options struct {
 	// DeviceLifetime is how long a device code may wait for approval
 	// (0: 10 minutes).
 	DeviceLifetime time.Duration
-	Log            *slog.Logger
+	// TrustedProxies are reverse proxies whose X-Forwarded-For is believed
+	// when limiting per source; from any other peer it is ignored.
+	TrustedProxies []netip.Prefix
+	// Limits bound pending logins and device codes (zero: defaults).
+	Limits Limits
+	// Now is the clock of pending state and login limits (nil: time.Now).
+	Now func() time.Time
+	Log *slog.Logger
 }
 
 // Endpoints are the provider's absolute URLs.
@@ -71,8 +81,22 @@ type Provider struct {
 	issuer string
 	prefix string // the issuer's path, without a trailing slash
 	log    *slog.Logger
-	// guard slows password guessing: 10 failures per source, then one per 6 s.
-	guard *ratelimit.Failures
+	ips    clientip.Resolver
+	// perPair limits wrong passwords per (source, e-mail): 10 at once, then
+	// one per 6 s; a source may be failing on at most 64 e-mail addresses.
+	// perEmail limits them per e-mail over all sources, higher (50), so
+	// that one source cannot lock an address out for everyone but many
+	// cannot guess without bound. A password is evaluated only with a
+	// token from both: bcrypt is the expensive part, and an evaluation of
+	// a right password is an oracle for a wrong one.
+	perPair, perEmail *ratelimit.Limiter
+	loginFailures     atomic.Int64
+	// Refusals are logged at most once per 10 s each, with how many
+	// were not: a flood must not flood the log.
+	limitLog, pendingLog *ratelimit.Every
+	// authorizePath and deviceAuthPath are pkg/op's endpoints that create
+	// pending state, relative to the issuer.
+	authorizePath, deviceAuthPath string
 }
 
 // New builds a provider.
@@ -93,6 +117,9 @@ func New(o Options) (*Provider, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	issuer := strings.TrimSuffix(o.Issuer, "/")
 	prefix := strings.TrimSuffix(u.Path, "/")
 	der, err := x509.MarshalPKIXPublicKey(&o.Key.PublicKey)
@@ -103,8 +130,13 @@ func New(o Options) (*Provider, error) {
 	st := &storage{
 		dir: o.Directory, key: o.Key, keyID: hex.EncodeToString(sum[:8]), clients: map[string]*Client{}, tokenTTL: o.TokenTTL,
 		requests: map[string]*authRequest{}, codes: map[string]string{}, devices: map[string]*deviceAuth{}, userCodes: map[string]string{},
+		limits: o.Limits.withDefaults(), now: o.Now, bySource: map[netip.Addr]*usage{},
 	}
-	p := &Provider{st: st, issuer: issuer, prefix: prefix, log: o.Log, guard: ratelimit.New(10, 6*time.Second, nil)}
+	p := &Provider{st: st, issuer: issuer, prefix: prefix, log: o.Log, ips: clientip.Resolver{Trusted: o.TrustedProxies},
+		perPair:  ratelimit.New(ratelimit.Options{Burst: pairBurst, Refill: refill, MaxKeys: 20000, MaxPerSource: 64, Now: o.Now}),
+		perEmail: ratelimit.New(ratelimit.Options{Burst: emailBurst, Refill: refill, MaxKeys: 20000, Now: o.Now}),
+		limitLog: ratelimit.NewEvery(10*time.Second, o.Now), pendingLog: ratelimit.NewEvery(10*time.Second, o.Now),
+	}
 	for _, c := range o.Clients {
 		st.clients[c.ID] = &Client{cfg: c, loginURL: func(id string) string { return prefix + loginPath + "?authRequestID=" + url.QueryEscape(id) }}
 	}
@@ -130,6 +162,8 @@ func New(o Options) (*Provider, error) {
 	if p.op, err = op.NewProvider(cfg, st, op.StaticIssuer(issuer), opts...); err != nil {
 		return nil, fmt.Errorf("oidcop: %w", err)
 	}
+	p.authorizePath = "/" + strings.TrimPrefix(p.op.AuthorizationEndpoint().Relative(), "/")
+	p.deviceAuthPath = "/" + strings.TrimPrefix(p.op.DeviceAuthorizationEndpoint().Relative(), "/")
 	return p, nil
 }
 
@@ -164,6 +198,13 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("X-Frame-Options", "DENY")
+	if len(r.URL.RawQuery) > maxQuery {
+		oauthError(w, http.StatusRequestURITooLong, "invalid_request", fmt.Sprintf("the query is longer than %d bytes", maxQuery))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	src := p.ips.FromRequest(r)
+	r = r.WithContext(withSource(r.Context(), src))
 	switch rest {
 	case loginPath:
 		p.login(w, r)
@@ -171,6 +212,33 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case devicePath:
 		p.device(w, r)
 		return
+	case p.authorizePath, p.deviceAuthPath:
+		// These create pending state: bound every field and reserve room
+		// before pkg/op sees the request.
+		if err := r.ParseForm(); err != nil {
+			p.st.refusedFields.Add(1)
+			oauthError(w, http.StatusBadRequest, "invalid_request", "the request could not be read (at most 64 KiB)")
+			return
+		}
+		if err := checkParams(r.Form); err != nil {
+			p.st.refusedFields.Add(1)
+			oauthError(w, http.StatusBadRequest, "invalid_request", err.Error())
+			return
+		}
+		sl, err := p.st.reserve(src, valuesSize(r.Form))
+		if err != nil {
+			if ok, n := p.pendingLog.Allow(); ok {
+				p.log.Warn("oidc request refused: pending requests full", "src", src, "err", err, "not_logged", n)
+			}
+			status := http.StatusTooManyRequests
+			if errors.Is(err, errAllFull) {
+				status = http.StatusServiceUnavailable
+			}
+			oauthError(w, status, "temporarily_unavailable", err.Error())
+			return
+		}
+		defer p.st.release(sl)
+		r = r.WithContext(context.WithValue(r.Context(), slotKey, sl))
 	}
 	http.StripPrefix(p.prefix, p.op).ServeHTTP(w, r)
 }
@@ -181,25 +249,82 @@ func (p *Provider) callbackURL(id string) string {
 	return p.op.AuthorizationEndpoint().Absolute(p.issuer) + "/callback?id=" + url.QueryEscape(id)
 }
 
-func sourceAddr(r *http.Request) netip.Addr {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr().Unmap()
-}
+// Password guessing limits: a source gets pairBurst wrong passwords per
+// e-mail address, an address emailBurst over all sources, then one more
+// each per refill.
+const (
+	pairBurst  = 10
+	emailBurst = 50
+	refill     = 6 * time.Second
+)
 
-// authenticate checks a password, slowing down sources that guess.
+// authenticate checks a password, slowing down guessing. Only wrong
+// passwords count; the limit is per (source, e-mail) and per e-mail, so a
+// guesser behind a shared address locks out only the address it guesses,
+// and only from its own source until the per-e-mail bound.
 func (p *Provider) authenticate(r *http.Request, email, password string) (Identity, error) {
-	src := sourceAddr(r)
-	if !p.guard.Allow(src) {
-		return Identity{}, errTooMany
+	ctx := r.Context()
+	src := sourceFrom(ctx)
+	email = strings.TrimSpace(email)
+	subject := strings.ToLower(email)
+	pair, err := p.perPair.Reserve(ratelimit.Key{Src: src, Subject: subject})
+	if err != nil {
+		p.limitTrip(src, email, "source_email", err)
+		return Identity{}, fmt.Errorf("%w: %w", errTooMany, err)
 	}
-	id, err := p.st.dir.Authenticate(r.Context(), strings.TrimSpace(email), password)
+	each, err := p.perEmail.Reserve(ratelimit.Key{Subject: subject})
+	if err != nil {
+		pair.Success() // not evaluated: nothing failed
+		p.limitTrip(src, email, "email", err)
+		return Identity{}, fmt.Errorf("%w: %w", errTooManyEmail, err)
+	}
+	id, err := p.st.dir.Authenticate(ctx, email, password)
 	if errors.Is(err, ErrBadCredentials) {
-		p.guard.Fail(src)
+		pair.Fail()
+		each.Fail()
+		p.loginFailures.Add(1)
+		p.log.Warn("login failed", "src", src, "email", email)
+		return id, err
 	}
+	pair.Success()
+	each.Success()
 	return id, err
 }
 
-var errTooMany = errors.New("too many failed logins from this address; wait a minute")
+func (p *Provider) limitTrip(src netip.Addr, email, limit string, err error) {
+	if ok, n := p.limitLog.Allow(); ok {
+		p.log.Warn("login refused: too many failures", "src", src, "email", email, "limit", limit, "err", err, "not_logged", n)
+	}
+}
+
+var (
+	errTooMany      = errors.New("too many failed logins for this e-mail address from this address; wait a minute")
+	errTooManyEmail = errors.New("too many failed logins for this e-mail address; wait a few minutes")
+)
+
+// Metrics are the provider's counters: pending state and refusals.
+func (p *Provider) Metrics() []metrics.Sample {
+	pd := p.st.pendingNow()
+	pl, pf := p.perPair.Refused()
+	el, ef := p.perEmail.Refused()
+	g := func(name, help string, v int) metrics.Sample {
+		return metrics.Sample{Name: name, Help: help, Kind: metrics.Gauge, Value: float64(v)}
+	}
+	refused := func(reason string, v int64) metrics.Sample {
+		return metrics.Sample{Name: "oidc_requests_refused_total", Help: "requests refused by the provider's bounds, by reason",
+			Kind: metrics.Counter, Value: float64(v), Labels: `reason="` + reason + `"`}
+	}
+	return []metrics.Sample{
+		g("oidc_pending_auth_requests", "pending authorization-code logins held", pd.AuthRequests),
+		g("oidc_pending_device_codes", "pending device authorizations held", pd.DeviceCodes),
+		g("oidc_pending_bytes", "bytes charged to pending logins and device codes", pd.Bytes),
+		g("oidc_pending_sources", "source addresses holding pending logins or device codes", pd.Sources),
+		{Name: "oidc_login_failures_total", Help: "wrong e-mail address or password", Kind: metrics.Counter, Value: float64(p.loginFailures.Load())},
+		refused("pending_per_source", p.st.refusedSource.Load()),
+		refused("pending_total", p.st.refusedAll.Load()),
+		refused("field_too_long", p.st.refusedFields.Load()),
+		refused("login_limit_source_email", pl),
+		refused("login_limit_email", el),
+		refused("login_limit_table_full", pf+ef),
+	}
+}

@@ -7,8 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/netip"
+	"net/url"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -31,6 +35,8 @@ type authRequest struct {
 	authTime  time.Time
 	done      bool
 	challenge *oidc.CodeChallenge
+	code      string // the code issued for it, if any
+	pending
 }
 
 func (a *authRequest) GetID() string                         { return a.id }
@@ -53,7 +59,30 @@ func (a *authRequest) Done() bool                            { return a.done }
 type deviceAuth struct {
 	state    op.DeviceAuthorizationState
 	userCode string
+	pending
 }
+
+// pending is what an entry is charged against its source and the total.
+type pending struct {
+	src   netip.Addr
+	bytes int
+}
+
+// usage is what one source holds.
+type usage struct{ count, bytes int }
+
+// slot is room reserved for one pending entry before pkg/op creates it:
+// the entry takes it over, or the request's end gives it back.
+type slot struct {
+	pending
+	taken bool
+}
+
+// Refusal reasons, counted in metrics.
+var (
+	errSourceFull = errors.New("too many pending logins from this address; finish or wait for them (10 minutes)")
+	errAllFull    = errors.New("too many pending logins; try again in a few minutes")
+)
 
 // Pending logins and device codes expire after this long.
 const pendingLifetime = 10 * time.Minute
@@ -66,12 +95,116 @@ type storage struct {
 	keyID    string
 	clients  map[string]*Client
 	tokenTTL time.Duration
+	limits   Limits
+	now      func() time.Time
+
+	refusedSource, refusedAll, refusedFields atomic.Int64
 
 	mu        sync.Mutex
 	requests  map[string]*authRequest // by request ID
 	codes     map[string]string       // code -> request ID
 	devices   map[string]*deviceAuth  // by device code
 	userCodes map[string]string       // user code -> device code
+	// count and bytes are what all pending entries and reserved slots
+	// hold; bySource the same per source address.
+	count, bytes int
+	bySource     map[netip.Addr]*usage
+	lastPurge    time.Time
+}
+
+// purgeEvery spaces purges when nothing is full, so a flood does not
+// make every request walk the tables.
+const purgeEvery = time.Second
+
+// reserve takes room for one pending entry of n bytes from src, or
+// refuses when src or everyone holds too much.
+func (s *storage) reserve(src netip.Addr, n int) (*slot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.admit(src, n); err != nil {
+		return nil, err
+	}
+	return &slot{pending: pending{src: src, bytes: n}}, nil
+}
+
+// admit charges n bytes to src (s.mu held), purging expired entries first
+// when that could make room.
+func (s *storage) admit(src netip.Addr, n int) error {
+	now := s.now()
+	u := s.bySource[src]
+	full := func() error {
+		switch {
+		case u != nil && (u.count+1 > s.limits.MaxPendingPerSource || u.bytes+n > s.limits.MaxPendingBytesPerSource):
+			return errSourceFull
+		case s.count+1 > s.limits.MaxPending || s.bytes+n > s.limits.MaxPendingBytes:
+			return errAllFull
+		}
+		return nil
+	}
+	if full() != nil || now.Sub(s.lastPurge) > purgeEvery {
+		s.purge(now)
+		u = s.bySource[src]
+	}
+	if err := full(); err != nil {
+		if errors.Is(err, errSourceFull) {
+			s.refusedSource.Add(1)
+		} else {
+			s.refusedAll.Add(1)
+		}
+		return err
+	}
+	if u == nil {
+		u = &usage{}
+		s.bySource[src] = u
+	}
+	u.count++
+	u.bytes += n
+	s.count++
+	s.bytes += n
+	return nil
+}
+
+// uncharge gives back what p holds (s.mu held).
+func (s *storage) uncharge(p pending) {
+	s.count--
+	s.bytes -= p.bytes
+	if u := s.bySource[p.src]; u != nil {
+		u.count--
+		u.bytes -= p.bytes
+		if u.count <= 0 {
+			delete(s.bySource, p.src)
+		}
+	}
+}
+
+// release gives back a slot no entry took.
+func (s *storage) release(sl *slot) {
+	if sl == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !sl.taken {
+		sl.taken = true
+		s.uncharge(sl.pending)
+	}
+}
+
+// take charges a new entry of n bytes (s.mu held): to the request's slot
+// when it has one (adjusted to the entry's real size), else directly.
+func (s *storage) take(ctx context.Context, n int) (pending, error) {
+	sl := slotFrom(ctx)
+	if sl == nil || sl.taken {
+		p := pending{src: sourceFrom(ctx), bytes: n}
+		return p, s.admit(p.src, n)
+	}
+	sl.taken = true
+	d := n - sl.bytes
+	s.bytes += d
+	if u := s.bySource[sl.src]; u != nil {
+		u.bytes += d
+	}
+	return pending{src: sl.src, bytes: n}, nil
 }
 
 func newID() string {
@@ -82,36 +215,96 @@ func newID() string {
 
 // purge drops expired pending state. Callers hold mu.
 func (s *storage) purge(now time.Time) {
+	s.lastPurge = now
 	for id, r := range s.requests {
 		if now.Sub(r.created) > pendingLifetime {
-			delete(s.requests, id)
-		}
-	}
-	for code, id := range s.codes {
-		if _, ok := s.requests[id]; !ok {
-			delete(s.codes, code)
+			s.dropRequest(id, r)
 		}
 	}
 	for dc, d := range s.devices {
 		if now.After(d.state.Expires) {
-			delete(s.devices, dc)
-			delete(s.userCodes, d.userCode)
+			s.dropDevice(dc, d)
 		}
 	}
 }
 
-func (s *storage) CreateAuthRequest(_ context.Context, r *oidc.AuthRequest, _ string) (op.AuthRequest, error) {
+// dropRequest forgets a pending login and its code (s.mu held).
+func (s *storage) dropRequest(id string, r *authRequest) {
+	delete(s.requests, id)
+	if r.code != "" {
+		delete(s.codes, r.code)
+	}
+	s.uncharge(r.pending)
+}
+
+// dropDevice forgets a device authorization (s.mu held).
+func (s *storage) dropDevice(dc string, d *deviceAuth) {
+	delete(s.devices, dc)
+	delete(s.userCodes, d.userCode)
+	s.uncharge(d.pending)
+}
+
+// Pending is what the provider holds for unfinished logins.
+type Pending struct {
+	AuthRequests, DeviceCodes, Sources, Bytes int
+}
+
+func (s *storage) pendingNow() Pending {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Pending{AuthRequests: len(s.requests), DeviceCodes: len(s.devices), Sources: len(s.bySource), Bytes: s.bytes}
+}
+
+// checkAuthRequest bounds what a pending login keeps of a request.
+func checkAuthRequest(r *oidc.AuthRequest) error {
+	v := url.Values{
+		"client_id": {r.ClientID}, "redirect_uri": {r.RedirectURI}, "state": {r.State}, "nonce": {r.Nonce},
+		"scope": {strings.Join(r.Scopes, " ")}, "response_type": {string(r.ResponseType)},
+		"response_mode": {string(r.ResponseMode)}, "code_challenge": {r.CodeChallenge},
+		"code_challenge_method": {string(r.CodeChallengeMethod)},
+	}
+	if err := checkParams(v); err != nil {
+		return oidc.ErrInvalidRequest().WithDescription("%s", err.Error())
+	}
+	return nil
+}
+
+// authRequestSize is what a pending login costs, roughly.
+func authRequestSize(r *oidc.AuthRequest) int {
+	n := entryOverhead + len(r.ClientID) + len(r.RedirectURI) + len(r.State) + len(r.Nonce) + len(r.CodeChallenge) + len(r.CodeChallengeMethod)
+	for _, sc := range r.Scopes {
+		n += len(sc) + 16
+	}
+	return n
+}
+
+func (s *storage) CreateAuthRequest(ctx context.Context, r *oidc.AuthRequest, _ string) (op.AuthRequest, error) {
 	if slices.Contains(r.Prompt, oidc.PromptNone) {
 		// No sessions are kept: a login without a prompt cannot succeed.
 		return nil, oidc.ErrLoginRequired()
 	}
-	req := &authRequest{id: newID(), oidc: *r, created: time.Now()}
+	if err := checkAuthRequest(r); err != nil {
+		s.refusedFields.Add(1)
+		return nil, err
+	}
+	// Keep only what the flow needs: hints, locales and request objects
+	// were used by validation and are not held for ten minutes.
+	kept := oidc.AuthRequest{
+		Scopes: slices.Clone(r.Scopes), ResponseType: r.ResponseType, ResponseMode: r.ResponseMode,
+		ClientID: r.ClientID, RedirectURI: r.RedirectURI, State: r.State, Nonce: r.Nonce,
+		CodeChallenge: r.CodeChallenge, CodeChallengeMethod: r.CodeChallengeMethod,
+	}
+	req := &authRequest{id: newID(), oidc: kept, created: s.now()}
 	if r.CodeChallenge != "" {
 		req.challenge = &oidc.CodeChallenge{Challenge: r.CodeChallenge, Method: r.CodeChallengeMethod}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.purge(req.created)
+	p, err := s.take(ctx, authRequestSize(&kept))
+	if err != nil {
+		return nil, &oidc.Error{ErrorType: "temporarily_unavailable", Description: err.Error(), Parent: err}
+	}
+	req.pending = p
 	s.requests[req.id] = req
 	return req, nil
 }
@@ -143,9 +336,15 @@ func (s *storage) AuthRequestByCode(_ context.Context, code string) (op.AuthRequ
 func (s *storage) SaveAuthCode(_ context.Context, id, code string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.requests[id]; !ok {
+	r, ok := s.requests[id]
+	if !ok {
 		return errNotFound("auth request")
 	}
+	// One code per request: a callback replayed does not grow the table.
+	if r.code != "" {
+		delete(s.codes, r.code)
+	}
+	r.code = code
 	s.codes[code] = id
 	return nil
 }
@@ -155,11 +354,8 @@ func (s *storage) SaveAuthCode(_ context.Context, id, code string) error {
 func (s *storage) DeleteAuthRequest(_ context.Context, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.requests, id)
-	for code, rid := range s.codes {
-		if rid == id {
-			delete(s.codes, code)
-		}
+	if r, ok := s.requests[id]; ok {
+		s.dropRequest(id, r)
 	}
 	return nil
 }
@@ -169,10 +365,10 @@ func (s *storage) completeLogin(id, subject string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.requests[id]
-	if !ok || time.Since(r.created) > pendingLifetime {
+	if !ok || s.now().Sub(r.created) > pendingLifetime {
 		return errNotFound("login request")
 	}
-	r.subject, r.authTime, r.done = subject, time.Now(), true
+	r.subject, r.authTime, r.done = subject, s.now(), true
 	return nil
 }
 
@@ -192,9 +388,27 @@ func (s *storage) TokenRequestByRefreshToken(context.Context, string) (op.Refres
 
 func (s *storage) TerminateSession(context.Context, string, string) error { return nil }
 
-func (s *storage) RevokeToken(context.Context, string, string, string) *oidc.Error {
-	// Access tokens are short-lived JWTs; blocking the user in management
-	// is what takes access away.
+// TokenRevoker is implemented by a Directory that records revoked access
+// tokens where the services verifying them look (management's store), so
+// that a revoked token stops working before it expires.
+type TokenRevoker interface {
+	RevokeAccessToken(ctx context.Context, tokenID, subject string, until time.Time) error
+}
+
+// RevokeToken serves the revocation endpoint (RFC 7009). pkg/op passes the
+// jti and subject of an access token this provider signed and that has not
+// expired; anything else (a foreign, forged or expired token) arrives
+// without a subject and is ignored, as RFC 7009 asks, so that anonymous
+// requests cannot fill the record. The record lasts as long as a token
+// can live.
+func (s *storage) RevokeToken(ctx context.Context, tokenID, subject, _ string) *oidc.Error {
+	r, ok := s.dir.(TokenRevoker)
+	if !ok || subject == "" || tokenID == "" {
+		return nil
+	}
+	if err := r.RevokeAccessToken(ctx, tokenID, subject, time.Now().Add(s.tokenTTL)); err != nil {
+		return oidc.ErrServerError().WithParent(err).WithDescription("the token could not be revoked; try again")
+	}
 	return nil
 }
 
@@ -236,7 +450,8 @@ func (s *storage) KeySet(context.Context) ([]op.Key, error) {
 func (s *storage) GetClientByClientID(_ context.Context, id string) (op.Client, error) {
 	c, ok := s.clients[id]
 	if !ok {
-		return nil, errNotFound("client")
+		// An OAuth error, so that pkg/op answers 4xx rather than 500.
+		return nil, oidc.ErrInvalidClient().WithDescription("unknown client").WithParent(errNotFound("client"))
 	}
 	return c, nil
 }
@@ -316,15 +531,23 @@ func (s *storage) Health(context.Context) error { return nil }
 
 // --- device authorization ---
 
-func (s *storage) StoreDeviceAuthorization(_ context.Context, clientID, deviceCode, userCode string, expires time.Time, scopes []string) error {
+func (s *storage) StoreDeviceAuthorization(ctx context.Context, clientID, deviceCode, userCode string, expires time.Time, scopes []string) error {
+	v := url.Values{"client_id": {clientID}, "device_code": {deviceCode}, "user_code": {userCode}, "scope": {strings.Join(scopes, " ")}}
+	if err := checkParams(v); err != nil {
+		s.refusedFields.Add(1)
+		return oidc.ErrInvalidRequest().WithDescription("%s", err.Error())
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.purge(time.Now())
 	if _, taken := s.userCodes[userCode]; taken {
 		return op.ErrDuplicateUserCode
 	}
-	s.devices[deviceCode] = &deviceAuth{userCode: userCode, state: op.DeviceAuthorizationState{
-		ClientID: clientID, Audience: []string{clientID}, Scopes: scopes, Expires: expires}}
+	p, err := s.take(ctx, valuesSize(v))
+	if err != nil {
+		return &oidc.Error{ErrorType: "temporarily_unavailable", Description: err.Error(), Parent: err}
+	}
+	s.devices[deviceCode] = &deviceAuth{userCode: userCode, pending: p, state: op.DeviceAuthorizationState{
+		ClientID: clientID, Audience: []string{clientID}, Scopes: slices.Clone(scopes), Expires: expires}}
 	s.userCodes[userCode] = deviceCode
 	return nil
 }
@@ -341,8 +564,7 @@ func (s *storage) GetDeviceAuthorizatonState(_ context.Context, clientID, device
 	}
 	st := d.state
 	if st.Done || st.Denied {
-		delete(s.devices, deviceCode)
-		delete(s.userCodes, d.userCode)
+		s.dropDevice(deviceCode, d)
 	}
 	return &st, nil
 }
@@ -357,13 +579,13 @@ func (s *storage) completeDevice(userCode, subject string, approve bool) error {
 		return errNotFound("user code")
 	}
 	d := s.devices[dc]
-	if d == nil || time.Now().After(d.state.Expires) || d.state.Done || d.state.Denied {
+	if d == nil || s.now().After(d.state.Expires) || d.state.Done || d.state.Denied {
 		return errNotFound("user code")
 	}
 	if !approve {
 		d.state.Denied = true
 		return nil
 	}
-	d.state.Done, d.state.Subject, d.state.AuthTime, d.state.AMR = true, subject, time.Now(), []string{"pwd"}
+	d.state.Done, d.state.Subject, d.state.AuthTime, d.state.AMR = true, subject, s.now(), []string{"pwd"}
 	return nil
 }
