@@ -34,13 +34,19 @@ func startRelay(t *testing.T) string {
 	return url
 }
 
-func manager(t *testing.T, url string, cred relaywire.Credentials) (*Manager, string) {
+// bound is the token management issues to the peer with public key pub.
+func bound(pub string) relaywire.Credentials {
+	return relaywire.IssueFor(secret, time.Now().Add(time.Hour), relaywire.HashID(pub))
+}
+
+// manager runs a relay manager for a new peer with its own token.
+func manager(t *testing.T, url string) (*Manager, string) {
 	t.Helper()
 	k, _ := key.NewPrivate()
 	pub := k.Public().String()
 	m := NewManager(pub, nil, slog.New(slog.DiscardHandler))
 	t.Cleanup(m.Close)
-	m.Update([]string{url}, cred)
+	m.Update([]string{url}, bound(pub))
 	return m, pub
 }
 
@@ -58,9 +64,8 @@ func waitHome(t *testing.T, m *Manager) string {
 
 func TestPeersThroughRelay(t *testing.T) {
 	url := startRelay(t)
-	cred := relaywire.Issue(secret, time.Now().Add(time.Hour))
-	a, pubA := manager(t, url, cred)
-	b, pubB := manager(t, url, cred)
+	a, pubA := manager(t, url)
+	b, pubB := manager(t, url)
 	if home := waitHome(t, a); home != url {
 		t.Fatalf("home %q, want the relay's instance URL %q", home, url)
 	}
@@ -112,8 +117,7 @@ func TestPeersThroughRelay(t *testing.T) {
 
 func TestOpenWaitsForPeer(t *testing.T) {
 	url := startRelay(t)
-	cred := relaywire.Issue(secret, time.Now().Add(time.Hour))
-	a, _ := manager(t, url, cred)
+	a, _ := manager(t, url)
 	waitHome(t, a)
 	k, _ := key.NewPrivate()
 	late := k.Public().String()
@@ -132,7 +136,7 @@ func TestOpenWaitsForPeer(t *testing.T) {
 	}
 	m := NewManager(late, nil, slog.New(slog.DiscardHandler))
 	defer m.Close()
-	m.Update([]string{url}, cred)
+	m.Update([]string{url}, bound(late))
 	if err := <-opened; err != nil {
 		t.Fatalf("open after the peer came: %v", err)
 	}
@@ -143,6 +147,8 @@ func TestBadTokenRefused(t *testing.T) {
 	for name, cred := range map[string]relaywire.Credentials{
 		"expired": relaywire.Issue(secret, time.Now().Add(-time.Minute)),
 		"forged":  relaywire.Issue("not-the-secret", time.Now().Add(time.Hour)),
+		"unbound": relaywire.Issue(secret, time.Now().Add(time.Hour)),
+		"other":   bound("another peer's key"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			k, _ := key.NewPrivate()
@@ -161,9 +167,8 @@ func TestBadTokenRefused(t *testing.T) {
 // the other side dialing it as a foreign relay.
 func TestForeignRelay(t *testing.T) {
 	r1, r2 := startRelay(t), startRelay(t)
-	cred := relaywire.Issue(secret, time.Now().Add(time.Hour))
-	a, pubA := manager(t, r1, cred)
-	b, pubB := manager(t, r2, cred)
+	a, pubA := manager(t, r1)
+	b, pubB := manager(t, r2)
 	homeA, homeB := waitHome(t, a), waitHome(t, b)
 	if homeA == homeB {
 		t.Fatal("both on one relay")
@@ -216,19 +221,18 @@ func TestTLSRelay(t *testing.T) {
 		"--tls-cert-file", certFile, "--tls-key-file", keyFile)
 	p.Wait(t, regexp.MustCompile(`exposed as`), 20*time.Second)
 
-	cred := relaywire.Issue(secret, time.Now().Add(time.Hour))
 	tc := &tls.Config{RootCAs: pool}
 	ka, _ := key.NewPrivate()
 	kb, _ := key.NewPrivate()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	log := slog.New(slog.DiscardHandler)
-	ca, err := Dial(ctx, url, ka.Public().String(), cred, tc, log)
+	ca, err := Dial(ctx, url, ka.Public().String(), bound(ka.Public().String()), tc, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ca.Close()
-	cb, err := Dial(ctx, url, kb.Public().String(), cred, tc, log)
+	cb, err := Dial(ctx, url, kb.Public().String(), bound(kb.Public().String()), tc, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -243,3 +243,36 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestBoundToken: a token issued for peer A carries A's ID, fits the auth
+// message, and its claims refuse any other peer; an unbound token is
+// refused unless unbound tokens are allowed.
+func TestBoundToken(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	a, b := HashID("e06Qm75//kTEZaIgA31gjuNYl9Me+XLwf3SJLLD3PxM="), HashID("D6poTtKIZ7l/Smot7l34zpdOdrcBjj8iocTPJnhXDyA=")
+	tok, err := IssueFor("s", now.Add(time.Hour), a).Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(Auth(a, tok)) > MaxHandshakeSize {
+		t.Fatalf("auth with a bound token is %d bytes, over %d", len(Auth(a, tok)), MaxHandshakeSize)
+	}
+	c, err := Check("s", tok, now)
+	if err != nil || !c.Bound || c.Peer != a {
+		t.Fatalf("claims %+v %v", c, err)
+	}
+	if c.For(a, false) != nil || !errors.Is(c.For(b, true), ErrTokenOtherPeer) {
+		t.Fatal("a bound token must serve its own peer only")
+	}
+	unbound, _ := Issue("s", now.Add(time.Hour)).Binary()
+	c, err = Check("s", unbound, now)
+	if err != nil || c.Bound || !errors.Is(c.For(a, false), ErrTokenUnbound) || c.For(a, true) != nil {
+		t.Fatalf("unbound claims %+v %v", c, err)
+	}
+	// Rebinding a genuine token to another peer breaks its signature.
+	forged := append([]byte(nil), tok[:len(tok)-2]...)
+	forged = append(forged, 'A', 'A')
+	if _, err := Check("s", forged, now); !errors.Is(err, ErrTokenSignature) {
+		t.Fatalf("altered binding: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package relaywire
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -18,11 +19,22 @@ const sigSize = sha256.Size
 // minPayload is the shortest accepted payload (10 decimal digits).
 const minPayload = 10
 
+// idPrefix starts every peer ID; a bound token carries only the hash after it.
+const idPrefix = "sha-"
+
+// boundSep separates the expiry from the peer binding in a bound payload.
+const boundSep = '.'
+
 // Token errors.
 var (
 	ErrTokenExpired   = errors.New("expired token")
 	ErrTokenSignature = errors.New("invalid signature")
 	ErrTokenMalformed = errors.New("malformed token")
+	// ErrTokenOtherPeer is a genuine token bound to another peer ID.
+	ErrTokenOtherPeer = errors.New("token bound to another peer")
+	// ErrTokenUnbound is a genuine token bound to no peer, where the
+	// verifier requires a binding.
+	ErrTokenUnbound = errors.New("token not bound to a peer")
 )
 
 // hmacKey is SHA-256 of the secret: both management and the relay hash the
@@ -34,14 +46,29 @@ func hmacKey(secret string) []byte {
 
 // Credentials are what management hands out in RelayConfig.
 type Credentials struct {
-	Payload   string    // decimal unix time at which the token expires
+	// Payload is the signed text: the decimal unix time at which the token
+	// expires, then for a bound token "." and the unpadded base64url of the
+	// peer ID's hash. Clients pass it through as opaque bytes.
+	Payload   string
 	Signature string    // std base64 of the HMAC
-	Expires   time.Time // the same time, parsed
+	Expires   time.Time // the expiry, parsed
 }
 
-// Issue signs a token that expires at exp.
+// Issue signs a token that expires at exp and is bound to no peer: any
+// holder can claim any peer ID with it (the reference's format).
 func Issue(secret string, exp time.Time) Credentials {
-	payload := strconv.FormatInt(exp.Unix(), 10)
+	return sign(secret, strconv.FormatInt(exp.Unix(), 10), exp)
+}
+
+// IssueFor signs a token that expires at exp and is valid only for the
+// peer id. The payload stays within what the official client carries (an
+// opaque string of at most 137 bytes, here 54).
+func IssueFor(secret string, exp time.Time, id PeerID) Credentials {
+	payload := strconv.FormatInt(exp.Unix(), 10) + string(boundSep) + base64.RawURLEncoding.EncodeToString(id[len(idPrefix):])
+	return sign(secret, payload, exp)
+}
+
+func sign(secret, payload string, exp time.Time) Credentials {
 	m := hmac.New(sha256.New, hmacKey(secret))
 	m.Write([]byte(payload))
 	return Credentials{Payload: payload, Signature: base64.StdEncoding.EncodeToString(m.Sum(nil)), Expires: time.Unix(exp.Unix(), 0)}
@@ -60,30 +87,70 @@ func (c Credentials) Binary() ([]byte, error) {
 	return append(b, c.Payload...), nil
 }
 
-// Validate checks a binary token against the secret at now. The expiry
-// second itself is still valid.
-func Validate(secret string, token []byte, now time.Time) error {
+// Claims are what a genuine token says.
+type Claims struct {
+	Expires time.Time
+	Bound   bool   // the token names a peer
+	Peer    PeerID // that peer, when Bound
+}
+
+// For checks that the claims allow peer id to authenticate: a bound token
+// only for its own peer; an unbound one only where allowUnbound.
+func (c Claims) For(id PeerID, allowUnbound bool) error {
+	switch {
+	case c.Bound && c.Peer != id:
+		return ErrTokenOtherPeer
+	case !c.Bound && !allowUnbound:
+		return ErrTokenUnbound
+	}
+	return nil
+}
+
+// Check verifies a binary token against the secret at now and returns its
+// claims. The expiry second itself is still valid. It does not check whom
+// the token is for (see Claims.For).
+func Check(secret string, token []byte, now time.Time) (Claims, error) {
 	if len(token) < 1 {
-		return fmt.Errorf("%w: empty", ErrTokenMalformed)
+		return Claims{}, fmt.Errorf("%w: empty", ErrTokenMalformed)
 	}
 	if token[0] != AlgoHMACSHA256 {
-		return fmt.Errorf("%w: unsupported auth algorithm %d", ErrTokenMalformed, token[0])
+		return Claims{}, fmt.Errorf("%w: unsupported auth algorithm %d", ErrTokenMalformed, token[0])
 	}
 	if len(token) < 1+sigSize+minPayload {
-		return fmt.Errorf("%w: too short", ErrTokenMalformed)
+		return Claims{}, fmt.Errorf("%w: too short", ErrTokenMalformed)
 	}
 	sig, payload := token[1:1+sigSize], token[1+sigSize:]
 	m := hmac.New(sha256.New, hmacKey(secret))
 	m.Write(payload)
 	if !hmac.Equal(m.Sum(nil), sig) {
-		return ErrTokenSignature
+		return Claims{}, ErrTokenSignature
 	}
-	exp, err := strconv.ParseInt(string(payload), 10, 64)
+	var c Claims
+	digits := payload
+	if i := bytes.IndexByte(payload, boundSep); i >= 0 {
+		digits = payload[:i]
+		h, err := base64.RawURLEncoding.DecodeString(string(payload[i+1:]))
+		if err != nil || len(h) != PeerIDSize-len(idPrefix) {
+			return Claims{}, fmt.Errorf("%w: invalid peer binding", ErrTokenMalformed)
+		}
+		c.Bound = true
+		copy(c.Peer[:], idPrefix)
+		copy(c.Peer[len(idPrefix):], h)
+	}
+	exp, err := strconv.ParseInt(string(digits), 10, 64)
 	if err != nil {
-		return fmt.Errorf("%w: invalid payload", ErrTokenMalformed)
+		return Claims{}, fmt.Errorf("%w: invalid payload", ErrTokenMalformed)
 	}
+	c.Expires = time.Unix(exp, 0)
 	if now.Unix() > exp {
-		return ErrTokenExpired
+		return Claims{}, ErrTokenExpired
 	}
-	return nil
+	return c, nil
+}
+
+// Validate checks that a binary token is genuine and unexpired, bound or
+// not; it does not check whom the token is for (see Check and Claims.For).
+func Validate(secret string, token []byte, now time.Time) error {
+	_, err := Check(secret, token, now)
+	return err
 }

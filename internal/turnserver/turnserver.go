@@ -1,6 +1,12 @@
 // Package turnserver runs an embedded STUN/TURN server (pion/turn/v4) that
 // accepts the time-limited TURN REST credentials management hands out. It
 // serves UDP only; coturn remains the choice for TCP/TLS TURN.
+//
+// It relays only to peer addresses its policy allows (see PeerPolicy): by
+// default not to loopback, link-local, unspecified, multicast, broadcast
+// or reserved addresses, nor the overlay range (100.64.0.0/10), nor the
+// server's own addresses, so that credentials cannot be used to reach the
+// server's own services. Operators add ranges to deny or allow.
 package turnserver
 
 import (
@@ -13,11 +19,13 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/pion/logging"
 	"github.com/pion/turn/v4"
 
+	"github.com/wiremesh/wiremesh/internal/metrics"
 	"github.com/wiremesh/wiremesh/internal/sockbuf"
 )
 
@@ -28,12 +36,25 @@ type Options struct {
 	Realm   string
 	Secret  string // shared with management's credential issuer
 	Log     *slog.Logger
+
+	// DeniedPeers are ranges clients may not relay to, on top of the
+	// default ones (coturn's denied-peer-ip).
+	DeniedPeers []netip.Prefix
+	// AllowedPeers are ranges clients may relay to even when denied
+	// (coturn's allowed-peer-ip), e.g. a LAN address of this host.
+	AllowedPeers []netip.Prefix
+	// OwnAddrs are the server's own addresses, denied as peers. Nil: the
+	// addresses of every interface at start, and RelayIP.
+	OwnAddrs []netip.Addr
 }
 
 // Server is a running TURN server.
 type Server struct {
-	srv  *turn.Server
-	addr *net.UDPAddr
+	srv    *turn.Server
+	addr   *net.UDPAddr
+	policy *PeerPolicy
+
+	permsRefused, authRefused atomic.Int64
 }
 
 // Start listens and serves until Close.
@@ -47,21 +68,45 @@ func Start(o Options) (*Server, error) {
 	if o.Realm == "" {
 		o.Realm = "wiremesh"
 	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	own := o.OwnAddrs
+	if own == nil {
+		var err error
+		if own, err = InterfaceAddrs(); err != nil {
+			return nil, fmt.Errorf("turn: the server's own addresses: %w", err)
+		}
+		own = append(own, o.RelayIP)
+	}
 	pc, err := net.ListenPacket("udp4", o.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("turn: listen %s: %w", o.Listen, err)
 	}
 	bigBuffers(pc)
+	// Relayed allocations bind where the server listens: a server on
+	// loopback only relays from loopback.
+	bindAt := "0.0.0.0"
+	if ip := pc.LocalAddr().(*net.UDPAddr).IP; !ip.IsUnspecified() {
+		bindAt = ip.String()
+	}
+	s := &Server{addr: pc.LocalAddr().(*net.UDPAddr), policy: NewPeerPolicy(own, o.DeniedPeers, o.AllowedPeers)}
 	secret := []byte(o.Secret)
 	auth := func(username, realm string, src net.Addr) ([]byte, bool) {
-		// username is "<expiry unix seconds>" (optionally ":<name>").
-		exp, err := strconv.ParseInt(strings.SplitN(username, ":", 2)[0], 10, 64)
-		if err != nil || time.Now().Unix() >= exp {
-			return nil, false
+		k, ok := AuthKey(secret, username, realm, time.Now())
+		if !ok {
+			s.authRefused.Add(1)
 		}
-		mac := hmac.New(sha1.New, secret)
-		mac.Write([]byte(username))
-		return turn.GenerateAuthKey(username, realm, base64.StdEncoding.EncodeToString(mac.Sum(nil))), true
+		return k, ok
+	}
+	permit := func(client net.Addr, peer net.IP) bool {
+		a, _ := netip.AddrFromSlice(peer)
+		if s.policy.Allowed(a) {
+			return true
+		}
+		s.permsRefused.Add(1)
+		o.Log.Debug("TURN permission refused", "client", client.String(), "peer_ip", a.String())
+		return false
 	}
 	srv, err := turn.NewServer(turn.ServerConfig{
 		Realm:         o.Realm,
@@ -69,14 +114,40 @@ func Start(o Options) (*Server, error) {
 		LoggerFactory: slogFactory{o.Log},
 		PacketConnConfigs: []turn.PacketConnConfig{{
 			PacketConn:            pc,
-			RelayAddressGenerator: bufferedRelays{&turn.RelayAddressGeneratorStatic{RelayAddress: net.IP(o.RelayIP.AsSlice()), Address: "0.0.0.0"}},
+			RelayAddressGenerator: bufferedRelays{&turn.RelayAddressGeneratorStatic{RelayAddress: net.IP(o.RelayIP.AsSlice()), Address: bindAt}},
+			PermissionHandler:     permit,
 		}},
 	})
 	if err != nil {
 		pc.Close()
 		return nil, fmt.Errorf("turn: %w", err)
 	}
-	return &Server{srv: srv, addr: pc.LocalAddr().(*net.UDPAddr)}, nil
+	s.srv = srv
+	return s, nil
+}
+
+// AuthKey is the long-term credential key of username in realm at now, for
+// TURN REST credentials signed with secret: the user name is
+// "<expiry unix seconds>" optionally followed by ":<name>", the password
+// base64(HMAC-SHA1(secret, user name)). ok is false for a malformed or
+// expired user name.
+func AuthKey(secret []byte, username, realm string, now time.Time) (key []byte, ok bool) {
+	exp, _, _ := strings.Cut(username, ":")
+	t, err := strconv.ParseInt(exp, 10, 64)
+	if err != nil || now.Unix() >= t {
+		return nil, false
+	}
+	mac := hmac.New(sha1.New, secret)
+	mac.Write([]byte(username))
+	return turn.GenerateAuthKey(username, realm, base64.StdEncoding.EncodeToString(mac.Sum(nil))), true
+}
+
+// Metrics are the server's counters.
+func (s *Server) Metrics() []metrics.Sample {
+	return []metrics.Sample{
+		{Name: "turn_permissions_refused_total", Help: "TURN permissions and channel binds refused by the peer address policy", Kind: metrics.Counter, Value: float64(s.permsRefused.Load())},
+		{Name: "turn_auth_refused_total", Help: "TURN requests with a malformed or expired user name", Kind: metrics.Counter, Value: float64(s.authRefused.Load())},
+	}
 }
 
 // bigBuffers raises socket buffers (see package sockbuf).

@@ -26,3 +26,21 @@ func TestCredentials(t *testing.T) {
 		t.Fatal("static")
 	}
 }
+
+// TestCredentialsPerPeer: two peers get different credentials, each valid
+// on its own, and one peer's password does not work with another's name.
+func TestCredentialsPerPeer(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	i := Issuer{Secret: "s3cret", TTL: time.Hour}
+	ua, pa := i.CredentialsFor(now, "peer-a")
+	ub, pb := i.CredentialsFor(now, "peer:b/\n")
+	if ua != "1700003600:peer-a" || ub != "1700003600:peerb" {
+		t.Fatalf("user names %q %q", ua, ub)
+	}
+	if pa == pb || !Valid("s3cret", ua, pa, now) || !Valid("s3cret", ub, pb, now) {
+		t.Fatalf("per-peer credentials %q/%q %q/%q", ua, pa, ub, pb)
+	}
+	if Valid("s3cret", ub, pa, now) || Valid("s3cret", ua, pa, now.Add(time.Hour)) {
+		t.Fatal("a password served another name, or after expiry")
+	}
+}

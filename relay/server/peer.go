@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +19,10 @@ type peer struct {
 	c  relayconn.Conn
 
 	out      chan []byte
-	ctrl     chan []byte // control messages are never dropped for data
+	qmu      sync.Mutex   // guards qclosed; held while queueing data
+	qclosed  bool         // the writer is gone: queue nothing more
+	queued   atomic.Int64 // bytes in out
+	ctrl     chan []byte  // control messages are never dropped for data
 	done     chan struct{}
 	stopOnce sync.Once
 
@@ -28,6 +32,8 @@ type peer struct {
 	// subs are the IDs this peer subscribed to; guarded by s.mu, nil once
 	// the peer is leaving.
 	subs map[relaywire.PeerID]struct{}
+
+	warnedSubs bool // reader goroutine only
 
 	// token bucket for what the peer sends (reader goroutine only)
 	tokens float64
@@ -48,31 +54,70 @@ func (p *peer) stop() {
 	})
 }
 
-// enqueue queues msg for the peer. Data is dropped when the queue is full;
-// control messages wait (bounded by the peer's lifetime).
-func (p *peer) enqueue(msg []byte, control bool) bool {
-	if control {
-		select {
-		case p.ctrl <- msg:
-			return true
-		case <-p.done:
-			return false
-		}
-	}
+// enqueue queues a control message for the peer. It waits for room
+// (bounded by the peer's lifetime: a writer that hangs is dropped after
+// WriteTimeout); control messages are never dropped for data.
+func (p *peer) enqueue(msg []byte) bool {
 	select {
-	case p.out <- msg:
+	case p.ctrl <- msg:
 		return true
 	case <-p.done:
 		return false
-	default:
-		return false
 	}
+}
+
+// Errors of queueing data.
+var (
+	errQueueFull  = errors.New("send queue full")
+	errQueueBytes = errors.New("send queue over its byte cap")
+	errGone       = errors.New("peer gone")
+)
+
+// enqueueData queues a transport message for the peer, dropping it when
+// the queue holds SendQueue messages, or QueueBytesPerPeer bytes, or all
+// queues together QueueBytes.
+func (p *peer) enqueueData(msg []byte) error {
+	n := int64(len(msg))
+	p.qmu.Lock()
+	defer p.qmu.Unlock()
+	if p.qclosed {
+		return errGone
+	}
+	if p.queued.Load()+n > p.s.o.QueueBytesPerPeer || p.s.queued.Load()+n > p.s.o.QueueBytes {
+		return errQueueBytes
+	}
+	// Counted before it is queued: the writer may take it at once.
+	p.queued.Add(n)
+	p.s.queued.Add(n)
+	select {
+	case p.out <- msg:
+		return nil
+	default:
+		p.dequeued(msg)
+		return errQueueFull
+	}
+}
+
+// dequeued accounts for a message the writer took from out.
+func (p *peer) dequeued(msg []byte) {
+	n := int64(len(msg))
+	p.queued.Add(-n)
+	p.s.queued.Add(-n)
+}
+
+// closeQueue stops queueing once the writer is gone and returns what is
+// left in the queue to the overall budget.
+func (p *peer) closeQueue() {
+	p.qmu.Lock()
+	defer p.qmu.Unlock()
+	p.qclosed = true
+	p.s.queued.Add(-p.queued.Swap(0))
 }
 
 // notify sends a peer-state message about one ID.
 func (p *peer) notify(t relaywire.Type, id relaywire.PeerID) {
 	for _, m := range relaywire.PeerList(t, []relaywire.PeerID{id}) {
-		if !p.enqueue(m, true) {
+		if !p.enqueue(m) {
 			return
 		}
 	}
@@ -123,6 +168,7 @@ func (p *peer) writeLoop() {
 				return
 			}
 		case m := <-p.out:
+			p.dequeued(m)
 			if !p.write(m) {
 				return
 			}
@@ -152,7 +198,7 @@ func (p *peer) healthLoop() {
 				return
 			}
 		case <-send.C:
-			if !p.enqueue(relaywire.Simple(relaywire.TypeHealthCheck), true) {
+			if !p.enqueue(relaywire.Simple(relaywire.TypeHealthCheck)) {
 				return
 			}
 		case <-check.C:
@@ -207,9 +253,17 @@ func (p *peer) readLoop() {
 				p.s.log.Debug("relay subscribe", "peer", p.id, "err", err)
 				continue // logged and ignored, as the reference
 			}
-			if now := p.s.subscribe(p, ids); len(now) > 0 {
+			now, refused := p.s.subscribe(p, ids)
+			if refused > 0 {
+				p.s.m.subsRefused.Add(int64(refused))
+				if !p.warnedSubs {
+					p.warnedSubs = true
+					p.s.log.Warn("relay peer over its subscription cap, refusing the excess", "peer", p.id, "refused", refused)
+				}
+			}
+			if len(now) > 0 {
 				for _, m := range relaywire.PeerList(relaywire.TypePeersOnline, now) {
-					if !p.enqueue(m, true) {
+					if !p.enqueue(m) {
 						return
 					}
 				}

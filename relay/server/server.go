@@ -8,6 +8,15 @@
 // Unlike the reference, a slow destination does not stall its senders:
 // each connection has a bounded send queue drained by its own writer, and a
 // full queue drops the datagram as a full UDP socket would.
+//
+// Every table and queue is capped, per connection and overall, in count
+// and (where entries vary in size) in bytes: handshakes in progress (also
+// per source address), peer-state subscriptions, and queued datagrams.
+// What a cap refuses is counted in a metric (see Metrics).
+//
+// Tokens are bound to a peer ID (relaywire.IssueFor): a token presented
+// for any other ID is refused. Unbound tokens, the reference's format, are
+// refused unless Options.AllowUnboundTokens.
 package server
 
 import (
@@ -16,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,8 +54,38 @@ type Options struct {
 	// with bursts of PeerBurst bytes (0: one second's worth).
 	PeerRate  int64
 	PeerBurst int64
-	Now       func() time.Time
+
+	// AllowUnboundTokens accepts tokens bound to no peer ID (issued by
+	// NetBird's management). Any holder of such a token can then claim
+	// any peer ID, taking over that peer's relay connection.
+	AllowUnboundTokens bool
+
+	// Caps; zero values take the defaults below.
+	MaxSubscriptionsPerPeer int   // peer IDs one connection watches, 4096
+	MaxSubscriptions        int   // over all connections, 1 << 20
+	QueueBytesPerPeer       int64 // bytes queued for one connection, 4 MiB
+	QueueBytes              int64 // bytes queued over all connections, 512 MiB
+	MaxHandshakes           int   // connections not yet authenticated, 4096
+	MaxHandshakesPerSource  int   // the same from one IP address, 64
+
+	Now func() time.Time
 }
+
+// Defaults of the caps.
+const (
+	DefaultMaxSubscriptionsPerPeer = 4096
+	DefaultMaxSubscriptions        = 1 << 20
+	DefaultQueueBytesPerPeer       = 4 << 20
+	DefaultQueueBytes              = 512 << 20
+	DefaultMaxHandshakes           = 4096
+	DefaultMaxHandshakesPerSource  = 64
+)
+
+// Errors of admission.
+var (
+	ErrTooManyHandshakes = errors.New("too many connections authenticating")
+	ErrSourceHandshakes  = errors.New("too many connections authenticating from this address")
+)
 
 // Server is a running relay.
 type Server struct {
@@ -61,6 +101,13 @@ type Server struct {
 	online  map[relaywire.PeerID]map[*peer]struct{} // one-shot "tell me when X connects"
 	offline map[relaywire.PeerID]map[*peer]struct{} // "tell me when X leaves"
 	closed  bool
+	subs    int // subscriptions held by all peers
+
+	hsMu     sync.Mutex
+	hsTotal  int
+	hsSource map[netip.Addr]int // handshakes in progress per source; entries > 0 only
+
+	queued atomic.Int64 // bytes in every send queue
 
 	m counters
 }
@@ -100,10 +147,26 @@ func New(o Options) (*Server, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	defaultInt(&o.MaxSubscriptionsPerPeer, DefaultMaxSubscriptionsPerPeer)
+	defaultInt(&o.MaxSubscriptions, DefaultMaxSubscriptions)
+	defaultInt(&o.MaxHandshakes, DefaultMaxHandshakes)
+	defaultInt(&o.MaxHandshakesPerSource, DefaultMaxHandshakesPerSource)
+	if o.QueueBytesPerPeer <= 0 {
+		o.QueueBytesPerPeer = DefaultQueueBytesPerPeer
+	}
+	if o.QueueBytes <= 0 {
+		o.QueueBytes = DefaultQueueBytes
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{o: o, log: o.Log, ctx: ctx, cancel: cancel,
-		peers:  map[relaywire.PeerID]*peer{},
+		peers: map[relaywire.PeerID]*peer{}, hsSource: map[netip.Addr]int{},
 		online: map[relaywire.PeerID]map[*peer]struct{}{}, offline: map[relaywire.PeerID]map[*peer]struct{}{}}, nil
+}
+
+func defaultInt(v *int, d int) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // InstanceURL is the address the relay announces.
@@ -168,9 +231,23 @@ func (s *Server) Close() {
 // handle runs one connection from handshake to end.
 func (s *Server) handle(c relayconn.Conn) {
 	s.m.accepted.Add(1)
+	release, err := s.admit(c)
+	if err != nil {
+		s.m.handshakesRefused.Add(1)
+		s.log.Debug("relay connection refused", "remote", c.RemoteAddr(), "err", err)
+		c.Close()
+		return
+	}
 	id, err := s.handshake(c)
+	release()
 	if err != nil {
 		s.m.authFailures.Add(1)
+		switch {
+		case errors.Is(err, relaywire.ErrTokenOtherPeer):
+			s.m.tokensOtherPeer.Add(1)
+		case errors.Is(err, relaywire.ErrTokenUnbound):
+			s.m.tokensUnbound.Add(1)
+		}
 		lvl := slog.LevelInfo
 		if id == relaywire.HashID("healthcheck-agent") {
 			lvl = slog.LevelDebug
@@ -188,6 +265,7 @@ func (s *Server) handle(c relayconn.Conn) {
 	s.m.connections.Add(1)
 	p.run()
 	s.m.connections.Add(-1)
+	p.closeQueue()
 	s.unregister(p)
 	s.log.Debug("relay peer disconnected", "peer", id)
 }
@@ -203,10 +281,48 @@ func (s *Server) handshake(c relayconn.Conn) (relaywire.PeerID, error) {
 	if err != nil {
 		return id, err
 	}
-	if err := relaywire.Validate(s.o.Secret, token, s.o.Now()); err != nil {
+	claims, err := relaywire.Check(s.o.Secret, token, s.o.Now())
+	if err != nil {
+		return id, err
+	}
+	if err := claims.For(id, s.o.AllowUnboundTokens); err != nil {
 		return id, err
 	}
 	return id, nil
+}
+
+// admit counts a connection that has not authenticated yet against the
+// overall and per-source caps; release undoes it.
+func (s *Server) admit(c relayconn.Conn) (release func(), err error) {
+	src := sourceOf(c.RemoteAddr())
+	s.hsMu.Lock()
+	defer s.hsMu.Unlock()
+	if s.hsTotal >= s.o.MaxHandshakes {
+		return nil, ErrTooManyHandshakes
+	}
+	if s.hsSource[src] >= s.o.MaxHandshakesPerSource {
+		return nil, ErrSourceHandshakes
+	}
+	s.hsTotal++
+	s.hsSource[src]++
+	return sync.OnceFunc(func() {
+		s.hsMu.Lock()
+		defer s.hsMu.Unlock()
+		s.hsTotal--
+		if s.hsSource[src]--; s.hsSource[src] <= 0 {
+			delete(s.hsSource, src)
+		}
+	}), nil
+}
+
+// sourceOf is the IP of a remote "ip:port" (the zero Addr if unparsable:
+// such connections share one budget).
+func sourceOf(remote string) netip.Addr {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }
 
 // register stores p (the newest connection of an ID wins), tells the
@@ -231,7 +347,7 @@ func (s *Server) register(p *peer) bool {
 	}
 	// The response goes out after the peer is reachable, as the reference
 	// does: a peer that learns it is connected can be sent to at once.
-	return p.enqueue(relaywire.AuthResponse(s.o.InstanceURL), true)
+	return p.enqueue(relaywire.AuthResponse(s.o.InstanceURL))
 }
 
 // unregister removes p if it is still the ID's connection, drops its
@@ -245,6 +361,7 @@ func (s *Server) unregister(p *peer) {
 	for id := range p.subs {
 		s.dropInterest(id, p)
 	}
+	s.subs -= len(p.subs)
 	p.subs = nil
 	var watchers []*peer
 	if current {
@@ -270,16 +387,24 @@ func (s *Server) dropInterest(id relaywire.PeerID, p *peer) {
 	}
 }
 
-// subscribe registers p's interest in ids and returns those online now.
-func (s *Server) subscribe(p *peer, ids []relaywire.PeerID) []relaywire.PeerID {
+// subscribe registers p's interest in ids and returns those online now and
+// how many it refused at the caps (a refused ID is neither answered nor
+// watched: the client's open of that peer times out).
+func (s *Server) subscribe(p *peer, ids []relaywire.PeerID) (now []relaywire.PeerID, refused int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p.subs == nil {
-		return nil // p is leaving
+		return nil, 0 // p is leaving
 	}
-	var now []relaywire.PeerID
 	for _, id := range ids {
-		p.subs[id] = struct{}{}
+		if _, ok := p.subs[id]; !ok {
+			if len(p.subs) >= s.o.MaxSubscriptionsPerPeer || s.subs >= s.o.MaxSubscriptions {
+				refused++
+				continue
+			}
+			p.subs[id] = struct{}{}
+			s.subs++
+		}
 		add(s.offline, id, p)
 		if s.peers[id] != nil {
 			now = append(now, id)
@@ -287,16 +412,21 @@ func (s *Server) subscribe(p *peer, ids []relaywire.PeerID) []relaywire.PeerID {
 			add(s.online, id, p)
 		}
 	}
-	return now
+	return now, refused
 }
 
 func (s *Server) unsubscribe(p *peer, ids []relaywire.PeerID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, id := range ids {
-		if p.subs != nil {
-			delete(p.subs, id)
+		if p.subs == nil {
+			return // p is leaving: unregister dropped everything
 		}
+		if _, ok := p.subs[id]; !ok {
+			continue
+		}
+		delete(p.subs, id)
+		s.subs--
 		s.dropInterest(id, p)
 	}
 }
@@ -326,8 +456,12 @@ func (s *Server) route(src *peer, msg []byte) {
 		return
 	}
 	relaywire.SetTransportID(msg, src.id)
-	if !to.enqueue(msg, false) {
-		s.m.droppedQueue.Add(1)
+	if err := to.enqueueData(msg); err != nil {
+		if errors.Is(err, errQueueBytes) {
+			s.m.droppedQueueBytes.Add(1)
+		} else {
+			s.m.droppedQueue.Add(1)
+		}
 		return
 	}
 	s.m.forwarded.Add(1)
@@ -337,13 +471,19 @@ func (s *Server) route(src *peer, msg []byte) {
 // Stats are counts of the server's state, for tests and metrics.
 type Stats struct {
 	Peers, OnlineWatches, OfflineWatches int
+	Subscriptions                        int   // IDs watched, over all peers
+	Handshakes                           int   // connections not yet authenticated
+	QueuedBytes                          int64 // in every send queue
 }
 
 // Stats reports how much state the server holds.
 func (s *Server) Stats() Stats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	st := Stats{Peers: len(s.peers)}
+	st := Stats{Peers: len(s.peers), Subscriptions: s.subs, QueuedBytes: s.queued.Load()}
+	s.hsMu.Lock()
+	st.Handshakes = s.hsTotal
+	s.hsMu.Unlock()
 	for _, set := range s.online {
 		st.OnlineWatches += len(set)
 	}
@@ -358,4 +498,6 @@ type counters struct {
 	forwarded, bytes                                     atomic.Int64
 	dropped, droppedNoPeer, droppedQueue, droppedLimited atomic.Int64
 	healthDropped                                        atomic.Int64
+	droppedQueueBytes, subsRefused, handshakesRefused    atomic.Int64
+	tokensOtherPeer, tokensUnbound                       atomic.Int64
 }

@@ -23,12 +23,12 @@ import (
 const secret = "test-relay-secret"
 
 type lab struct {
-	t   *testing.T
+	t   testing.TB
 	srv *Server
 	url string // rel://127.0.0.1:port
 }
 
-func newLab(t *testing.T, mod func(*Options)) *lab {
+func newLab(t testing.TB, mod func(*Options)) *lab {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -50,8 +50,17 @@ func newLab(t *testing.T, mod func(*Options)) *lab {
 	return &lab{t: t, srv: s, url: o.InstanceURL}
 }
 
-func token(t *testing.T, sec string, exp time.Time) []byte {
+func token(t testing.TB, sec string, exp time.Time) []byte {
 	b, err := relaywire.Issue(sec, exp).Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// boundToken is what our management issues: a token for one peer ID.
+func boundToken(t testing.TB, sec string, exp time.Time, id relaywire.PeerID) []byte {
+	b, err := relaywire.IssueFor(sec, exp, id).Binary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,14 +71,14 @@ func token(t *testing.T, sec string, exp time.Time) []byte {
 // goroutine reads (a WebSocket read whose context ends closes the
 // connection, so reads never carry a timeout).
 type client struct {
-	t   *testing.T
+	t   testing.TB
 	c   relayconn.Conn
 	id  relaywire.PeerID
 	in  chan []byte
 	err chan error
 }
 
-func newClient(t *testing.T, c relayconn.Conn, name string) *client {
+func newClient(t testing.TB, c relayconn.Conn, name string) *client {
 	cl := &client{t: t, c: c, id: relaywire.HashID(name), in: make(chan []byte, 1024), err: make(chan error, 1)}
 	go func() {
 		for {
@@ -99,7 +108,7 @@ func (l *lab) dial(name string) *client {
 func (l *lab) connect(name string) *client {
 	l.t.Helper()
 	c := l.dial(name)
-	c.send(relaywire.Auth(c.id, token(l.t, secret, time.Now().Add(time.Hour))))
+	c.send(relaywire.Auth(c.id, boundToken(l.t, secret, time.Now().Add(time.Hour), c.id)))
 	url, err := relaywire.ParseAuthResponse(c.recv())
 	if err != nil || url != l.url {
 		l.t.Fatalf("auth response %q %v", url, err)
@@ -185,8 +194,8 @@ func TestAuthRefusals(t *testing.T) {
 		"empty token":  relaywire.Auth(relaywire.HashID("a"), nil),
 		"not auth":     relaywire.Transport(relaywire.HashID("b"), []byte("x")),
 		"legacy hello": {1, 1, 0x21, 0x12, 0xa4, 0x42},
-		"version 2":    append([]byte{2}, relaywire.Auth(relaywire.HashID("a"), token(t, secret, time.Now().Add(time.Hour)))[1:]...),
-		"oversized":    relaywire.Auth(relaywire.HashID("a"), append(token(t, secret, time.Now().Add(time.Hour)), make([]byte, 300)...)),
+		"version 2":    append([]byte{2}, relaywire.Auth(relaywire.HashID("a"), boundToken(t, secret, time.Now().Add(time.Hour), relaywire.HashID("a")))[1:]...),
+		"oversized":    relaywire.Auth(relaywire.HashID("a"), append(boundToken(t, secret, time.Now().Add(time.Hour), relaywire.HashID("a")), make([]byte, 300)...)),
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := l.dial("a")
@@ -388,7 +397,7 @@ func TestQUIC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.WriteMessage(ctx, relaywire.Auth(relaywire.HashID(name), token(t, secret, time.Now().Add(time.Hour)))); err != nil {
+		if err := c.WriteMessage(ctx, relaywire.Auth(relaywire.HashID(name), boundToken(t, secret, time.Now().Add(time.Hour), relaywire.HashID(name)))); err != nil {
 			t.Fatal(err)
 		}
 		m, err := c.ReadMessage(ctx)
