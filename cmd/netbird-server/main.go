@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -21,11 +22,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wiremesh/wiremesh/internal/clientip"
 	"github.com/wiremesh/wiremesh/internal/grpcserver"
 	"github.com/wiremesh/wiremesh/internal/logging"
 	"github.com/wiremesh/wiremesh/internal/metrics"
 	"github.com/wiremesh/wiremesh/internal/netaddr"
 	"github.com/wiremesh/wiremesh/internal/relayconn"
+	"github.com/wiremesh/wiremesh/internal/secretflag"
 	"github.com/wiremesh/wiremesh/internal/turnserver"
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/admin"
@@ -51,11 +54,16 @@ type options struct {
 	dataDir, listen, publicAddr, logLevel string
 	stunPort                              int
 	turnSecret, turnRelayIP               string
+	stunListen                            string
+	turnDenied, turnAllowed               []string
 	relaySecret                           string
 	noRelay, pprof                        bool
+	metricsAddr                           string
+	secrets                               []*secretflag.Secret
 	certFile, keyFile                     string
 	identity                              *idflag.Flags
 	ownerEmail                            string
+	trustedProxies                        []string
 }
 
 func command() *cobra.Command {
@@ -75,13 +83,22 @@ func command() *cobra.Command {
 	f.StringVar(&o.publicAddr, "public-address", "", "host name or IP clients reach this server at (default: the host each client dialed)")
 	f.IntVar(&o.stunPort, "stun-port", 3478, "UDP port of the embedded STUN/TURN server (0 disables it)")
 	f.StringVar(&o.turnSecret, "turn-secret", "", "TURN REST shared secret (default: random at each start)")
+	f.StringVar(&o.stunListen, "stun-listen", "", "UDP address of the embedded STUN/TURN server (default: the host of --listen, port --stun-port)")
+	f.StringArrayVar(&o.turnDenied, "turn-denied-peer-ip", nil, "CIDR or IP TURN clients may not relay to, on top of loopback, link-local, multicast, the overlay 100.64.0.0/10 and this host's addresses (repeatable)")
+	f.StringArrayVar(&o.turnAllowed, "turn-allowed-peer-ip", nil, "CIDR or IP TURN clients may relay to even when denied (repeatable)")
 	f.StringVar(&o.turnRelayIP, "turn-relay-ip", "", "IPv4 address of relayed TURN allocations (default: public address or first global IPv4)")
 	f.StringVar(&o.relaySecret, "relay-secret", "", "secret of relay tokens, shared with separate relays (default: random at each start)")
 	f.StringVar(&o.certFile, "tls-cert-file", "", "TLS certificate: serve https (management, signal, rels:// relay) on --listen and relay QUIC on the same UDP port")
 	f.StringVar(&o.keyFile, "tls-key-file", "", "TLS private key")
 	f.BoolVar(&o.noRelay, "disable-relay", false, "do not run the embedded relay (rel:// WebSocket on the --listen port)")
+	o.secrets = []*secretflag.Secret{
+		secretflag.File(f, "turn-secret", "NB_TURN_SECRET", &o.turnSecret),
+		secretflag.File(f, "relay-secret", "NB_RELAY_AUTH_SECRET", &o.relaySecret),
+	}
+	f.StringVar(&o.metricsAddr, "metrics-addr", os.Getenv("NB_METRICS_ADDR"), metrics.FlagUsage)
 	f.BoolVar(&o.pprof, "debug-pprof", false, "serve Go profiles at /debug/pprof/ on the --listen port (for diagnosing load; keep it off where the port is public)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringSliceVar(&o.trustedProxies, "trusted-proxies", nil, "reverse proxies (addresses or prefixes, comma-separated) whose X-Forwarded-For names the client for login and setup-key limits; ignored from anyone else")
 	o.store = storeflag.Bind(f)
 	o.identity = idflag.Bind(f, true)
 	f.StringVar(&o.ownerEmail, "owner-email", "admin@netbird.selfhosted", "with the built-in identity provider: create this owner with a one-time initial password at first start (empty: create the owner through POST /api/setup)")
@@ -90,6 +107,9 @@ func command() *cobra.Command {
 }
 
 func run(ctx context.Context, o *options) error {
+	if err := secretflag.ResolveAll(o.secrets...); err != nil {
+		return err
+	}
 	sc, err := o.store.Config(o.dataDir, os.Getenv)
 	if err != nil {
 		return err
@@ -97,6 +117,10 @@ func run(ctx context.Context, o *options) error {
 	log, err := logging.New(os.Stderr, o.logLevel)
 	if err != nil {
 		return err
+	}
+	trusted, err := clientip.ParsePrefixes(o.trustedProxies)
+	if err != nil {
+		return fmt.Errorf("--trusted-proxies: %w", err)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -114,6 +138,8 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (choose another with --listen)", o.listen, err)
 	}
+	conns := grpcserver.Limit(ln, grpcserver.ConnLimits{})
+	ln = conns
 	port := ln.Addr().(*net.TCPAddr).Port
 	if tlsConf != nil {
 		ln = tls.NewListener(ln, tlsConf)
@@ -121,6 +147,7 @@ func run(ctx context.Context, o *options) error {
 
 	adv := mgmt.Advertiser{PublicHost: o.publicAddr, SignalPort: port, SignalTLS: tlsConf != nil, RelayTLS: tlsConf != nil}
 	issuer := turncreds.Issuer{Secret: o.turnSecret}
+	var turnMetrics func() []metrics.Sample
 	if o.stunPort != 0 {
 		if issuer.Secret == "" {
 			if issuer.Secret, err = randomSecret(); err != nil {
@@ -131,11 +158,21 @@ func run(ctx context.Context, o *options) error {
 		if err != nil {
 			return fmt.Errorf("TURN relay address: %w (set --turn-relay-ip)", err)
 		}
-		ts, err := turnserver.Start(turnserver.Options{Listen: ":" + strconv.Itoa(o.stunPort), RelayIP: relayIP, Secret: issuer.Secret, Log: log})
+		denied, err := prefixes("--turn-denied-peer-ip", o.turnDenied)
+		if err != nil {
+			return err
+		}
+		allowed, err := prefixes("--turn-allowed-peer-ip", o.turnAllowed)
+		if err != nil {
+			return err
+		}
+		ts, err := turnserver.Start(turnserver.Options{Listen: stunListen(o.stunListen, o.listen, o.stunPort), RelayIP: relayIP, Secret: issuer.Secret, Log: log,
+			DeniedPeers: denied, AllowedPeers: allowed})
 		if err != nil {
 			return fmt.Errorf("%w (choose another with --stun-port, or 0 to disable)", err)
 		}
 		defer ts.Close()
+		turnMetrics = ts.Metrics
 		adv.STUNPort, adv.TURNPort = ts.Port(), ts.Port()
 		log.Info("STUN/TURN listening", "udp_port", ts.Port(), "relay_ip", relayIP)
 	}
@@ -206,7 +243,7 @@ func run(ctx context.Context, o *options) error {
 		log.Info("relay listening", "instance", instance)
 	}
 
-	m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv, TURN: issuer, Relay: relayAuth, Identity: identity})
+	m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv, TURN: issuer, Relay: relayAuth, Identity: identity, TrustedProxies: trusted})
 	if err != nil {
 		return err
 	}
@@ -240,11 +277,25 @@ func run(ctx context.Context, o *options) error {
 		}
 	})
 	defer stopStreams()
-	sources := []func() []metrics.Sample{m.API.Metrics, s.Metrics}
+	sources := []func() []metrics.Sample{m.API.Metrics, s.Metrics, conns.Metrics}
 	if rl != nil {
 		sources = append(sources, rl.Metrics)
 	}
-	mux.Handle("/metrics", metrics.Handler(sources...))
+	if turnMetrics != nil {
+		sources = append(sources, turnMetrics)
+	}
+	if m.IdP != nil {
+		sources = append(sources, m.IdP.Metrics)
+	}
+	// Not on the public port: on --metrics-addr, if set.
+	me, err := metrics.Listen(o.metricsAddr, metrics.Handler(sources...), log)
+	if err != nil {
+		return err
+	}
+	defer me.Close()
+	if me != nil {
+		fmt.Fprintf(os.Stderr, "Prometheus metrics:  http://%s/metrics\n", me.Addr())
+	}
 	if o.pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -268,7 +319,7 @@ func firstOwner(ctx context.Context, m *mgmt.Server, email string) error {
 	if err != nil {
 		return err
 	}
-	pw = pw[:20] + "A!"
+	pw = pw[:20] + "A!7" // the password policy wants an upper-case letter, a symbol and a digit
 	u, _, err := m.Users.Setup(ctx, users.SetupInput{Email: email, Password: pw, Name: "Owner"})
 	if errors.Is(err, users.ErrSetupDone) {
 		return nil // another instance was first
@@ -293,6 +344,37 @@ func hostPort(public string, port int) string {
 		public = "THIS_HOST"
 	}
 	return net.JoinHostPort(public, strconv.Itoa(port))
+}
+
+// stunListen is where STUN/TURN listens: the explicit address, or the host
+// of the gRPC listen address (a server on loopback stays on loopback) with
+// the STUN port.
+func stunListen(explicit, listen string, port int) string {
+	if explicit != "" {
+		return explicit
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		host = ""
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// prefixes parses CIDRs or bare IPs given to flag.
+func prefixes(flag string, vals []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range vals {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			a, aerr := netip.ParseAddr(v)
+			if aerr != nil {
+				return nil, fmt.Errorf("%s %q: not a CIDR or IP address: %w", flag, v, err)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 func firstNonEmpty(s ...string) string {

@@ -25,6 +25,9 @@ import (
 
 var listening = regexp.MustCompile(`on (127\.0\.0\.1:\d+)`)
 
+// metricsAt matches where --metrics-addr serves.
+var metricsAt = regexp.MustCompile(`metrics:\s+http://(127\.0\.0\.1:\d+)/metrics`)
+
 func freeUDPPort(t *testing.T) int {
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
@@ -196,6 +199,14 @@ func TestSeparateServers(t *testing.T) {
 		t.Fatal("usage limit 2 allowed a third peer")
 	}
 	sc := signalpb.NewSignalExchangeClient(dial(t, uri))
+	// a sends on the connection that holds its own stream, as clients do.
+	fromA, err := sc.ConnectStream(metadata.AppendToOutgoingContext(ctx, "x-wiretrustee-peer-id", a.Public().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fromA.Header(); err != nil {
+		t.Fatal(err)
+	}
 	stream, err := sc.ConnectStream(metadata.AppendToOutgoingContext(ctx, "x-wiretrustee-peer-id", b.Public().String()))
 	if err != nil {
 		t.Fatal(err)
@@ -214,12 +225,14 @@ func TestSeparateServers(t *testing.T) {
 	_ = key.Size
 }
 
-// TestMetricsAndHealth: the main port answers /metrics (management,
-// signal and relay counters) and /healthz.
+// TestMetricsAndHealth: --metrics-addr answers /metrics (management,
+// signal, relay and listener counters), the public port does not (404),
+// and the public port answers /healthz.
 func TestMetricsAndHealth(t *testing.T) {
 	dir := t.TempDir()
-	srv := proctest.Start(t, nil, "netbird-server", "--datadir", dir, "--listen", "127.0.0.1:0", "--stun-port", "0")
+	srv := proctest.Start(t, nil, "netbird-server", "--datadir", dir, "--listen", "127.0.0.1:0", "--stun-port", "0", "--metrics-addr", "127.0.0.1:0")
 	addr := srv.Wait(t, listening, 30*time.Second)[1]
+	metricsAddr := srv.Wait(t, metricsAt, 30*time.Second)[1]
 	key := createKey(t, "netbird-server", dir, "--reusable")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -227,7 +240,11 @@ func TestMetricsAndHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
+		host := addr
+		if path == "/metrics" {
+			host = metricsAddr
+		}
+		resp, err := http.Get("http://" + host + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,10 +253,18 @@ func TestMetricsAndHealth(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	code, body := get("/metrics")
-	for _, want := range []string{"management_logins_total 1", "management_sync_streams 0", "signal_streams 0", "relay_connections 0", "# TYPE management_logins_total counter"} {
+	for _, want := range []string{"management_logins_total 1", "management_sync_streams 0", "signal_streams 0", "relay_connections 0", "# TYPE management_logins_total counter", "listener_connections_open "} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Fatalf("/metrics (%d) lacks %q:\n%s", code, want, body)
 		}
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("/metrics on the public port: %d, want 404", resp.StatusCode)
 	}
 	if code, body := get("/healthz"); code != 200 || !strings.Contains(body, `"ok"`) {
 		t.Fatalf("/healthz: %d %s", code, body)

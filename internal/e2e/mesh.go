@@ -20,6 +20,13 @@ import (
 
 const mgmtPort = "33073"
 
+// serverMetricsPort and signalMetricsPort serve the servers' /metrics
+// (--metrics-addr), apart from their public ports.
+const (
+	serverMetricsPort = "9090"
+	signalMetricsPort = "9092"
+)
+
 // agentMetricsPort serves each agent's /metrics on loopback inside its
 // own namespace.
 const agentMetricsPort = "9091"
@@ -95,7 +102,8 @@ func (m *Mesh) Admin(args ...string) (string, error) {
 // StartServer starts netbird-server on the public segment.
 func (m *Mesh) StartServer() {
 	args := append([]string{proctest.Binary(m.t, "netbird-server"), "--datadir", m.DataDir,
-		"--listen", netlab.PubAddr + ":" + mgmtPort, "--stun-port", "3478", "--public-address", netlab.PubAddr}, m.StoreArgs...)
+		"--listen", netlab.PubAddr + ":" + mgmtPort, "--stun-port", "3478", "--public-address", netlab.PubAddr,
+		"--metrics-addr", netlab.PubAddr + ":" + serverMetricsPort}, m.StoreArgs...)
 	m.Server = proctest.StartCmd(m.t, m.Lab.Cmd(m.Lab.NS("pub"), args...), nil)
 	m.Server.Wait(m.t, regexp.MustCompile(`setup-keys create`), 20*time.Second)
 }

@@ -82,7 +82,7 @@ func TestMesh(t *testing.T) {
 	t.Logf("fourth peer reachable from all after %v", time.Since(joined).Round(time.Millisecond))
 	// Our agents ask for network map deltas: the join reached the three
 	// others as deltas, not whole maps.
-	if n := metricOf(t, m.Lab.NS("pub"), netlab.PubAddr+":"+mgmtPort, "management_map_deltas_sent_total"); n < 3 {
+	if n := metricOf(t, m.Lab.NS("pub"), netlab.PubAddr+":"+serverMetricsPort, "management_map_deltas_sent_total"); n < 3 {
 		t.Fatalf("map deltas sent: %v, want at least 3 (the join, to each other peer)", n)
 	}
 

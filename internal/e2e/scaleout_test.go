@@ -65,11 +65,13 @@ func newScaleOut(t *testing.T) *scaleOut {
 // start (re)starts signal and management instance i.
 func (so *scaleOut) start(i int) {
 	t, pub := so.m.t, so.m.Lab.NS("pub")
-	so.sg[i] = proctest.StartCmd(t, so.m.Lab.Cmd(pub, proctest.Binary(t, "netbird-signal"), "--listen", so.sAddr[i]+":10000", "--nats", "nats://"+natsAddr), nil)
+	so.sg[i] = proctest.StartCmd(t, so.m.Lab.Cmd(pub, proctest.Binary(t, "netbird-signal"), "--listen", so.sAddr[i]+":10000", "--nats", "nats://"+natsAddr,
+		"--metrics-addr", so.sAddr[i]+":"+signalMetricsPort), nil)
 	so.sg[i].Wait(t, regexp.MustCompile(`signal gRPC on`), 10*time.Second)
 	so.mg[i] = proctest.StartCmd(t, so.m.Lab.Cmd(pub, proctest.Binary(t, "netbird-mgmt"), "--datadir", t.TempDir(),
 		"--listen", so.mAddr[i]+":"+mgmtPort, "--signal", "signal.test:10000", "--stun", "stun:"+netlab.PubAddr+":3478",
-		"--relay", "rel://"+splitRelay, "--relay-secret", so.relaySecrt, "--store", "postgres", "--store-dsn", so.dsn), nil)
+		"--relay", "rel://"+splitRelay, "--relay-secret", so.relaySecrt, "--store", "postgres", "--store-dsn", so.dsn,
+		"--metrics-addr", so.mAddr[i]+":"+serverMetricsPort), nil)
 	so.mg[i].Wait(t, regexp.MustCompile(`setup-keys create`), 20*time.Second)
 }
 
@@ -79,8 +81,8 @@ func (so *scaleOut) waitStreams(i, n int, within time.Duration) time.Duration {
 	t := so.m.t
 	start := time.Now()
 	for deadline := start.Add(within); ; time.Sleep(100 * time.Millisecond) {
-		mg := so.gauge(so.mAddr[i]+":"+mgmtPort, "management_sync_streams")
-		sg := so.gauge(so.sAddr[i]+":10000", "signal_streams")
+		mg := so.gauge(so.mAddr[i]+":"+serverMetricsPort, "management_sync_streams")
+		sg := so.gauge(so.sAddr[i]+":"+signalMetricsPort, "signal_streams")
 		if mg == n && sg == n {
 			return time.Since(start)
 		}
@@ -153,8 +155,8 @@ func metricOf(t *testing.T, ns, addr, name string) float64 {
 
 func (so *scaleOut) streams() (mgmt, signal [2]int) {
 	for i := range 2 {
-		mgmt[i] = so.gauge(so.mAddr[i]+":"+mgmtPort, "management_sync_streams")
-		signal[i] = so.gauge(so.sAddr[i]+":10000", "signal_streams")
+		mgmt[i] = so.gauge(so.mAddr[i]+":"+serverMetricsPort, "management_sync_streams")
+		signal[i] = so.gauge(so.sAddr[i]+":"+signalMetricsPort, "signal_streams")
 	}
 	return
 }

@@ -10,9 +10,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,12 +39,51 @@ func New(opts ...grpc.ServerOption) *grpc.Server {
 
 var preface = []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
 
+// Timeouts for the plain HTTP side of Serve.
+const (
+	// DefaultHeaderTimeout bounds reading a request's headers.
+	DefaultHeaderTimeout = 10 * time.Second
+	// DefaultBodyTimeout bounds reading a request's body (REST, OAuth
+	// forms). WebSocket upgrades (the relay) are exempt: they live long.
+	DefaultBodyTimeout = 30 * time.Second
+	// DefaultIdleTimeout closes keep-alive connections idle this long.
+	DefaultIdleTimeout = 2 * time.Minute
+)
+
+// Config tunes ServeConfig; zero fields take the defaults above.
+type Config struct {
+	Grace         time.Duration
+	HeaderTimeout time.Duration
+	BodyTimeout   time.Duration
+	IdleTimeout   time.Duration
+}
+
 // Serve accepts on ln until ctx ends, then stops both servers gracefully
-// (bounded by grace) and returns.
+// (bounded by grace) and returns. Plain HTTP requests have header, body
+// and idle timeouts; gRPC streams and WebSocket upgrades are long-lived and
+// have none beyond keepalive. Wrap ln with Limit to cap connections.
 func Serve(ctx context.Context, ln net.Listener, g *grpc.Server, h http.Handler, log *slog.Logger, grace time.Duration) error {
+	return ServeConfig(ctx, ln, g, h, log, Config{Grace: grace})
+}
+
+// ServeConfig is Serve with every timeout settable.
+func ServeConfig(ctx context.Context, ln net.Listener, g *grpc.Server, h http.Handler, log *slog.Logger, c Config) error {
+	grace := c.Grace
+	if grace <= 0 {
+		grace = 5 * time.Second
+	}
+	if c.HeaderTimeout <= 0 {
+		c.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
 	grpcLn := newChanListener(ln.Addr())
 	httpLn := newChanListener(ln.Addr())
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: bodyDeadline(h, c.BodyTimeout), ReadHeaderTimeout: c.HeaderTimeout, IdleTimeout: c.IdleTimeout}
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
 	wg.Add(3)
@@ -87,6 +128,57 @@ func Serve(ctx context.Context, ln net.Listener, g *grpc.Server, h http.Handler,
 	_ = hs.Shutdown(sctx)
 	wg.Wait()
 	return err
+}
+
+// bodyDeadline gives each plain HTTP request with a body d to deliver it,
+// so a client trickling (or never sending) a body does not hold a
+// connection. The deadline is lifted once the body is read, so a slow
+// handler is not cut off. WebSocket upgrades are left alone: the deadline
+// would outlive the hijack and cut the relay's long-lived connections.
+func bodyDeadline(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isUpgrade(r) || r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(d)) == nil {
+			r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody lifts the read deadline when the body has been read to
+// its end.
+type deadlineBody struct {
+	io.ReadCloser
+	lift func()
+	once sync.Once
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		b.once.Do(b.lift)
+	}
+	return n, err
+}
+
+func isUpgrade(r *http.Request) bool {
+	return r.Header.Get("Upgrade") != "" && headerHasToken(r.Header.Values("Connection"), "upgrade")
+}
+
+// headerHasToken reports whether a comma-separated header lists token.
+func headerHasToken(values []string, token string) bool {
+	for _, v := range values {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func dispatch(c net.Conn, grpcLn, httpLn *chanListener) {

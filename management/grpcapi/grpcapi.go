@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/wiremesh/wiremesh/internal/clientip"
 	"github.com/wiremesh/wiremesh/internal/envelope"
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/internal/metrics"
@@ -90,8 +91,15 @@ type Options struct {
 	// with backoff) instead of piling up. 0 means 1000. Open streams are not
 	// limited.
 	MaxSyncs int
-	Log      *slog.Logger
-	Now      func() time.Time
+	// JobFirstMessage is how long a Job stream may wait for the client's
+	// first (handshake) message before it is ended (0: 30 s). Clients send
+	// it at once.
+	JobFirstMessage time.Duration
+	// TrustedProxies are proxies whose x-forwarded-for metadata names the
+	// client for the setup-key limit; from other peers it is ignored.
+	TrustedProxies []netip.Prefix
+	Log            *slog.Logger
+	Now            func() time.Time
 }
 
 // Server implements management.ManagementService.
@@ -107,8 +115,9 @@ type Server struct {
 	closed   chan struct{}
 	snaps    snapshots
 	// keyGuard limits wrong setup keys per source address: 10 at once,
-	// then one per 6 s.
-	keyGuard *ratelimit.Failures
+	// then one per 6 s. It never refuses a valid key: see checkSetupKey.
+	keyGuard *ratelimit.Limiter
+	keyLog   *ratelimit.Every // refusals logged at most once per 10 s
 	// fpSeed keys the fingerprints of the maps sent (compared only within
 	// this process).
 	fpSeed maphash.Seed
@@ -146,7 +155,8 @@ func New(o Options) *Server {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Server{o: o, pub: o.ServerKey.Public(), closed: make(chan struct{}), fpSeed: maphash.MakeSeed(), firstMaps: make(chan struct{}, 32), keyGuard: ratelimit.New(10, 6*time.Second, o.Now),
+	return &Server{o: o, pub: o.ServerKey.Public(), closed: make(chan struct{}), fpSeed: maphash.MakeSeed(), firstMaps: make(chan struct{}, 32), keyGuard: ratelimit.New(ratelimit.Options{Burst: 10, Refill: 6 * time.Second, MaxKeys: 10000, Now: o.Now}),
+		keyLog:   ratelimit.NewEvery(10*time.Second, o.Now),
 		mapSlots: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
 }
 
@@ -225,10 +235,9 @@ func (s *Server) Login(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgmt
 			return nil, err
 		}
 	}
-	src := sourceAddr(ctx)
-	if lr.GetSetupKey() != "" && !s.keyGuard.Allow(src) {
-		s.guessesRefused.Add(1)
-		return nil, status.Error(codes.ResourceExhausted, "too many invalid setup keys from this address; wait a minute and check the key")
+	guess, err := s.checkSetupKey(ctx, lr.GetSetupKey())
+	if err != nil {
+		return nil, err
 	}
 	peer, acc, err := s.o.Peers.Login(ctx, peers.LoginInput{
 		Key:       pk,
@@ -240,14 +249,18 @@ func (s *Server) Login(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgmt
 	if err != nil {
 		s.loginFailures.Add(1)
 		if errors.Is(err, setupkey.ErrUnknown) || errors.Is(err, setupkey.ErrMalformed) {
-			s.keyGuard.Fail(src) // guessing: slow the source down
+			guess.Fail() // guessing: slow the source down
+			s.o.Log.WarnContext(ctx, "login with an unknown setup key", "src", s.clientAddr(ctx), "peer_key", pk.String())
+		} else {
+			guess.Success()
 		}
 		return nil, s.loginError(ctx, pk, err)
 	}
+	guess.Success()
 	s.logins.Add(1)
 	m := networkmap.Map{Domain: acc.Domain, Network: acc.Network, Self: peer}
 	resp := &mgmtpb.LoginResponse{
-		NetbirdConfig: s.netbirdConfig(ctx),
+		NetbirdConfig: s.netbirdConfig(ctx, peer),
 		PeerConfig:    peerConfig(m),
 	}
 	return s.seal(sh, resp)
@@ -278,7 +291,10 @@ func (s *Server) loginError(ctx context.Context, pk key.Public, err error) error
 // netbirdConfig is the full config; it is authoritative on the client, so
 // it always carries everything (signal, STUN, fresh TURN credentials, the
 // relays with a fresh token: a config without relay clears the client's).
-func (s *Server) netbirdConfig(ctx context.Context) *mgmtpb.NetbirdConfig {
+// TURN credentials and the relay token are the peer's own: the relay
+// refuses the token for any other peer ID, and the TURN user name names
+// the peer.
+func (s *Server) netbirdConfig(ctx context.Context, peer account.Peer) *mgmtpb.NetbirdConfig {
 	ep := s.o.Advertise.Advertise(dialedHost(ctx))
 	proto := mgmtpb.HostConfig_HTTP
 	if ep.SignalTLS {
@@ -289,13 +305,13 @@ func (s *Server) netbirdConfig(ctx context.Context) *mgmtpb.NetbirdConfig {
 		cfg.Stuns = append(cfg.Stuns, &mgmtpb.HostConfig{Uri: u, Protocol: mgmtpb.HostConfig_UDP})
 	}
 	if len(ep.TURNs) > 0 {
-		user, pass := s.o.TURN.Credentials(s.o.Now())
+		user, pass := s.o.TURN.CredentialsFor(s.o.Now(), string(peer.ID))
 		for _, u := range ep.TURNs {
 			cfg.Turns = append(cfg.Turns, &mgmtpb.ProtectedHostConfig{HostConfig: &mgmtpb.HostConfig{Uri: u, Protocol: mgmtpb.HostConfig_UDP}, User: user, Password: pass})
 		}
 	}
 	if len(ep.Relays) > 0 && s.o.Relay.Secret != "" {
-		cr := relaywire.Issue(s.o.Relay.Secret, s.o.Now().Add(s.o.Relay.ttl()))
+		cr := relaywire.IssueFor(s.o.Relay.Secret, s.o.Now().Add(s.o.Relay.ttl()), relaywire.HashID(peer.Key.String()))
 		cfg.Relay = &mgmtpb.RelayConfig{Urls: ep.Relays, TokenPayload: cr.Payload, TokenSignature: cr.Signature}
 	}
 	return cfg
@@ -344,6 +360,55 @@ func (s *Server) refreshEvery() time.Duration {
 		d = min(d, s.o.Relay.ttl()*3/4)
 	}
 	return d
+}
+
+// checkSetupKey applies the wrong-key limit to a login presenting key.
+// Setup keys are 122-bit random UUIDs found by one lookup of their hash:
+// the limit cannot be what keeps them secret and an evaluation costs
+// little, so a valid key is never refused, whoever else shares its
+// source. A source with wrong keys left gets a reservation (settled by
+// the caller: a wrong key spends it); a source past the limit gets one
+// read-only lookup outside any transaction, and only a key that exists
+// goes on to log in. Wrong keys past the limit are refused with
+// ResourceExhausted, counted and logged.
+func (s *Server) checkSetupKey(ctx context.Context, key string) (*ratelimit.Reservation, error) {
+	if key == "" {
+		return nil, nil
+	}
+	src := s.clientAddr(ctx)
+	r, err := s.keyGuard.Reserve(ratelimit.Key{Src: src, Subject: "setup-key"})
+	if err == nil {
+		return r, nil
+	}
+	if s.setupKeyExists(ctx, key) {
+		return nil, nil
+	}
+	s.guessesRefused.Add(1)
+	if ok, n := s.keyLog.Allow(); ok {
+		s.o.Log.WarnContext(ctx, "setup key refused: too many invalid keys from this address", "src", src, "err", err, "not_logged", n)
+	}
+	return nil, status.Error(codes.ResourceExhausted, "too many invalid setup keys from this address; wait a minute and check the key")
+}
+
+// setupKeyExists looks key up by its hash, read-only.
+func (s *Server) setupKeyExists(ctx context.Context, key string) bool {
+	hash, err := setupkey.Parse(key)
+	if err != nil {
+		return false
+	}
+	err = s.o.Store.Read(ctx, func(tx *store.Tx) error {
+		_, err := tx.SetupKeyByHash(ctx, hash)
+		return err
+	})
+	return err == nil
+}
+
+// clientAddr is the client's address for limits: the peer's, or what a
+// trusted proxy forwarded in x-forwarded-for.
+func (s *Server) clientAddr(ctx context.Context) netip.Addr {
+	peer := sourceAddr(ctx)
+	md, _ := metadata.FromIncomingContext(ctx)
+	return clientip.Resolver{Trusted: s.o.TrustedProxies}.Resolve(peer, md.Get("x-forwarded-for"))
 }
 
 // sourceAddr is the client's IP address (the zero Addr if unknown).

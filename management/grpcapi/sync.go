@@ -158,7 +158,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		}
 		var cfg = (*mgmtpb.NetbirdConfig)(nil)
 		if full {
-			cfg = s.netbirdConfig(ctx)
+			cfg = s.netbirdConfig(ctx, peer)
 		}
 		sent = m.Serial
 		r, b := syncResponse(m, cfg, respFor{legacy: legacy, derivedDNS: derivedDNS}, remote)
@@ -244,7 +244,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 				s.fanout.observe(time.Since(changed))
 			}
 		case <-refresh.C:
-			if err := send(&mgmtpb.SyncResponse{NetbirdConfig: s.netbirdConfig(ctx)}); err != nil {
+			if err := send(&mgmtpb.SyncResponse{NetbirdConfig: s.netbirdConfig(ctx, peer)}); err != nil {
 				return err
 			}
 		}
@@ -292,7 +292,7 @@ func (s *Server) Logout(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgm
 // peer (the client would restart its engine).
 func (s *Server) Job(stream grpc.BidiStreamingServer[mgmtpb.EncryptedMessage, mgmtpb.EncryptedMessage]) error {
 	ctx := stream.Context()
-	first, err := stream.Recv()
+	first, err := s.firstJobMessage(ctx, stream)
 	if err != nil {
 		return err
 	}
@@ -322,6 +322,41 @@ func (s *Server) Job(stream grpc.BidiStreamingServer[mgmtpb.EncryptedMessage, mg
 		return nil
 	case <-s.closed:
 		return status.Error(codes.Unavailable, "server shutting down")
+	}
+}
+
+// DefaultJobFirstMessage is Options.JobFirstMessage's default.
+const DefaultJobFirstMessage = 30 * time.Second
+
+// firstJobMessage waits a bounded time for the Job stream's handshake, so
+// a client that opens the stream and says nothing does not hold it (and a
+// goroutine) forever. The reader ends when Recv does: at once, or when this
+// handler returns and grpc cancels the stream.
+func (s *Server) firstJobMessage(ctx context.Context, stream grpc.BidiStreamingServer[mgmtpb.EncryptedMessage, mgmtpb.EncryptedMessage]) (*mgmtpb.EncryptedMessage, error) {
+	wait := s.o.JobFirstMessage
+	if wait <= 0 {
+		wait = DefaultJobFirstMessage
+	}
+	type result struct {
+		m   *mgmtpb.EncryptedMessage
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		m, err := stream.Recv()
+		got <- result{m, err}
+	}()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case r := <-got:
+		return r.m, r.err
+	case <-t.C:
+		return nil, status.Error(codes.DeadlineExceeded, "no job handshake within "+wait.String())
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case <-s.closed:
+		return nil, status.Error(codes.Unavailable, "server shutting down")
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"sync"
@@ -52,6 +53,15 @@ type Options struct {
 	ExpiryCheck time.Duration
 	// MaxSyncs bounds Sync streams being set up at once (0: 1000).
 	MaxSyncs int
+	// JobFirstMessage bounds the wait for a Job stream's first message
+	// (0: grpcapi.DefaultJobFirstMessage).
+	JobFirstMessage time.Duration
+	// TrustedProxies are reverse proxies whose X-Forwarded-For (HTTP) or
+	// x-forwarded-for (gRPC metadata) names the client for the login and
+	// setup-key limits; from any other peer the header is ignored.
+	TrustedProxies []netip.Prefix
+	// Now is the gRPC API's clock (nil: time.Now); tests freeze it.
+	Now func() time.Time
 	// Instance names this process among management instances sharing a
 	// Postgres store (empty: a random name). Instances heartbeat only on
 	// Postgres: a SQLite store has one.
@@ -146,13 +156,19 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	hub := updates.NewHub()
 	ps := peers.New(st, hub, o.Log, nil)
 	ps.Instance = o.Instance
-	us := users.New(users.Options{Store: st, Notify: hub, Log: o.Log, Mode: o.Identity.Mode, LocalIdP: o.Identity.BuiltInIssuer != ""})
+	domains, err := users.ParseDomains(o.Identity.AccountDomains)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("account domains: %w", err)
+	}
+	us := users.New(users.Options{Store: st, Notify: hub, Log: o.Log, Mode: o.Identity.Mode, AccountDomains: domains, LocalIdP: o.Identity.BuiltInIssuer != ""})
 	provider, verifier, sso, err := openIdentity(ctx, st, o.Identity, us, o)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("identity provider: %w", err)
 	}
-	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log, SSO: sso, MaxSyncs: o.MaxSyncs})
+	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log, SSO: sso, MaxSyncs: o.MaxSyncs,
+		TrustedProxies: o.TrustedProxies, Now: o.Now, JobFirstMessage: o.JobFirstMessage})
 	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Access: access.New(st, hub, o.Log), Log: o.Log}
 	if verifier != nil {
 		ropts.JWT = verifier

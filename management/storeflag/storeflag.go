@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/wiremesh/wiremesh/internal/secretflag"
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
@@ -21,29 +22,34 @@ const (
 
 // Flags holds the parsed --store and --store-dsn values.
 type Flags struct {
-	fs     *pflag.FlagSet
-	engine string
-	dsn    string
+	fs      *pflag.FlagSet
+	engine  string
+	dsn     string
+	dsnFile *secretflag.Secret
 }
 
 // Bind registers --store and --store-dsn on fs.
 func Bind(fs *pflag.FlagSet) *Flags {
 	f := &Flags{fs: fs}
 	fs.StringVar(&f.engine, "store", "sqlite", "store engine: sqlite (embedded, in --datadir) or postgres (env "+EnvEngine+")")
-	fs.StringVar(&f.dsn, "store-dsn", "", "Postgres connection string, e.g. postgres://user:pass@host:5432/db (env "+EnvDSN+")")
+	fs.StringVar(&f.dsn, "store-dsn", "", "Postgres connection string, e.g. postgres://user:pass@host:5432/db (env "+EnvDSN+"; a password here shows in ps: prefer --store-dsn-file or the env)")
+	f.dsnFile = secretflag.File(fs, "store-dsn", "", &f.dsn)
 	return f
 }
 
 // Config resolves the store configuration: flags first, then the
 // environment (getenv), then the defaults.
 func (f *Flags) Config(dataDir string, getenv func(string) string) (store.Config, error) {
+	if err := f.dsnFile.Resolve(); err != nil {
+		return store.Config{}, err
+	}
 	engine, dsn := f.engine, f.dsn
 	if !f.fs.Changed("store") {
 		if v := getenv(EnvEngine); v != "" {
 			engine = v
 		}
 	}
-	if !f.fs.Changed("store-dsn") {
+	if !f.dsnFile.Given() {
 		if v := getenv(EnvDSN); v != "" {
 			dsn = v
 		}
@@ -60,7 +66,7 @@ func (f *Flags) Config(dataDir string, getenv func(string) string) (store.Config
 		}
 		c.DSN = dsn
 	case store.SQLite:
-		if f.fs.Changed("store-dsn") {
+		if f.dsnFile.Given() {
 			return c, errors.New("--store-dsn is for --store postgres; the sqlite store lives in --datadir")
 		}
 	}

@@ -1,6 +1,7 @@
 package storeflag
 
 import (
+	"os"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -46,5 +47,23 @@ func TestErrors(t *testing.T) {
 	}
 	if _, err := resolve(t, []string{"--store-dsn", "host=/x"}, nil); err == nil {
 		t.Fatal("a DSN with the sqlite store accepted")
+	}
+}
+
+// The DSN (with its password) can come from a file, out of ps.
+func TestDSNFromFile(t *testing.T) {
+	p := t.TempDir() + "/dsn"
+	if err := os.WriteFile(p, []byte("postgres://u:secret@db/x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := resolve(t, []string{"--store", "postgres", "--store-dsn-file", p}, map[string]string{EnvDSN: "host=/env"})
+	if err != nil || c.DSN != "postgres://u:secret@db/x" {
+		t.Fatalf("dsn file: %+v %v", c, err)
+	}
+	if _, err := resolve(t, []string{"--store-dsn-file", p}, nil); err == nil {
+		t.Fatal("a DSN file with the sqlite store accepted")
+	}
+	if _, err := resolve(t, []string{"--store", "postgres", "--store-dsn", "x", "--store-dsn-file", p}, nil); err == nil {
+		t.Fatal("both --store-dsn and --store-dsn-file accepted")
 	}
 }

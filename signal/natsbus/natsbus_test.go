@@ -149,9 +149,12 @@ func TestAcrossInstances(t *testing.T) {
 	if s1.srv.Connected(a.Public().String()) {
 		t.Fatal("s1 still holds a")
 	}
-	m2 := msg(b, a, "again")
+	// c, on s1, reaches a through s1, which no longer has a.
+	c, _ := key.NewPrivate()
+	_ = connect(t, ctx, s1, c)
+	m2 := msg(c, a, "again")
 	in2 := recv(sa2)
-	if _, err := s1.c.Send(ctx, m2); err != nil { // sent through s1, which no longer has a
+	if _, err := s1.c.Send(ctx, m2); err != nil {
 		t.Fatal(err)
 	}
 	want(t, in2, m2)

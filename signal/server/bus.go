@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"time"
@@ -84,15 +83,14 @@ func (h peerHandler) Message(msg *signalpb.EncryptedMessage) {
 	h.s.mu.Lock()
 	r := h.s.peers[h.id]
 	h.s.mu.Unlock()
-	if r == nil {
-		h.s.dropped.Add(1)
+	if r == nil || msg.GetRemoteKey() != h.id {
+		h.s.q.drop(dropAbsent)
 		return
 	}
-	h.s.busIn.Add(1)
-	if !h.s.tryDeliver(r, msg) {
-		// The bus delivers every peer's messages on one goroutine: wait
-		// for this one's room elsewhere.
-		go func() { _ = h.s.deliver(context.Background(), r, msg) }()
+	// Never blocks: the bus delivers every peer's messages on one
+	// goroutine, and a message over a cap is dropped like a local one.
+	if h.s.enqueue(r, msg) {
+		h.s.busIn.Add(1)
 	}
 }
 

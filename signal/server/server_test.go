@@ -25,6 +25,13 @@ import (
 
 func start(t testing.TB, o server.Options) (*server.Server, signalpb.SignalExchangeClient) {
 	t.Helper()
+	s, addr := startAt(t, o)
+	return s, dial(t, addr)
+}
+
+// startAt serves a signal server on loopback and returns its address.
+func startAt(t testing.TB, o server.Options) (*server.Server, string) {
+	t.Helper()
 	o.Log = slog.New(slog.DiscardHandler)
 	s := server.New(o)
 	g := grpcserver.New()
@@ -39,12 +46,19 @@ func start(t testing.TB, o server.Options) (*server.Server, signalpb.SignalExcha
 		defer close(done)
 		_ = grpcserver.Serve(ctx, ln, g, http.NotFoundHandler(), o.Log, time.Second)
 	}()
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	t.Cleanup(func() { s.Close(); cancel(); <-done })
+	return s, ln.Addr().String()
+}
+
+// dial opens a client connection of its own (one transport connection).
+func dial(t testing.TB, addr string, opts ...grpc.DialOption) signalpb.SignalExchangeClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close(); s.Close(); cancel(); <-done })
-	return s, signalpb.NewSignalExchangeClient(conn)
+	t.Cleanup(func() { conn.Close() })
+	return signalpb.NewSignalExchangeClient(conn)
 }
 
 type peer struct {

@@ -15,9 +15,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wiremesh/wiremesh/internal/clientip"
 	"github.com/wiremesh/wiremesh/internal/grpcserver"
 	"github.com/wiremesh/wiremesh/internal/logging"
 	"github.com/wiremesh/wiremesh/internal/metrics"
+	"github.com/wiremesh/wiremesh/internal/secretflag"
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/admin"
 	"github.com/wiremesh/wiremesh/management/grpcapi"
@@ -40,6 +42,7 @@ const defaultDir = "/var/lib/netbird-mgmt"
 func command() *cobra.Command {
 	var (
 		dataDir, listen, publicAddr, signalAddr, logLevel, turnSecret, turnUser, turnPass string
+		metricsAddr                                                                       string
 		stuns, turns, relays                                                              []string
 		relaySecret                                                                       string
 		relayTTL                                                                          time.Duration
@@ -70,9 +73,20 @@ func command() *cobra.Command {
 	f.StringVar(&relaySecret, "relay-secret", os.Getenv("NB_RELAY_AUTH_SECRET"), "relay token secret, the relays' --auth-secret (env NB_RELAY_AUTH_SECRET)")
 	f.DurationVar(&relayTTL, "relay-ttl", 12*time.Hour, "lifetime of issued relay tokens")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&metricsAddr, "metrics-addr", os.Getenv("NB_METRICS_ADDR"), metrics.FlagUsage)
+	var trustedProxies []string
+	f.StringSliceVar(&trustedProxies, "trusted-proxies", nil, "reverse proxies (addresses or prefixes, comma-separated) whose X-Forwarded-For names the client for login and setup-key limits; ignored from anyone else")
 	storeFlags := storeflag.Bind(f)
 	idFlags := idflag.Bind(f, false)
+	secrets := []*secretflag.Secret{
+		secretflag.File(f, "turn-secret", "NB_TURN_SECRET", &turnSecret),
+		secretflag.File(f, "turn-password", "NB_TURN_PASSWORD", &turnPass),
+		secretflag.File(f, "relay-secret", "NB_RELAY_AUTH_SECRET", &relaySecret),
+	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := secretflag.ResolveAll(secrets...); err != nil {
+			return err
+		}
 		if signalAddr == "" {
 			return fmt.Errorf("--signal HOST:PORT is required (where clients reach netbird-signal)")
 		}
@@ -95,12 +109,17 @@ func command() *cobra.Command {
 		if err != nil {
 			return err
 		}
+		trusted, err := clientip.ParsePrefixes(trustedProxies)
+		if err != nil {
+			return fmt.Errorf("--trusted-proxies: %w", err)
+		}
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		ln, err := net.Listen("tcp", listen)
+		raw, err := net.Listen("tcp", listen)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w (choose another with --listen)", listen, err)
 		}
+		ln := grpcserver.Limit(raw, grpcserver.ConnLimits{})
 		idHost := publicAddr
 		if ip := ln.Addr().(*net.TCPAddr).IP; idHost == "" && !ip.IsUnspecified() {
 			idHost = ip.String()
@@ -113,7 +132,7 @@ func command() *cobra.Command {
 		adv := mgmt.Advertiser{PublicHost: publicAddr, SignalHost: sh, SignalPort: port, SignalTLS: signalTLS, ExtraSTUNs: stuns, ExtraTURNs: turns, Relays: relays}
 		m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv,
 			TURN:  turncreds.Issuer{Secret: turnSecret, TTL: turnTTL, StaticUser: turnUser, StaticPass: turnPass},
-			Relay: grpcapi.RelayAuth{Secret: relaySecret, TTL: relayTTL}, Identity: identity})
+			Relay: grpcapi.RelayAuth{Secret: relaySecret, TTL: relayTTL}, Identity: identity, TrustedProxies: trusted})
 		if err != nil {
 			ln.Close()
 			return err
@@ -127,7 +146,19 @@ func command() *cobra.Command {
 		defer stopStreams()
 		mux := http.NewServeMux()
 		m.Mount(mux)
-		mux.Handle("/metrics", metrics.Handler(m.API.Metrics))
+		sources := []func() []metrics.Sample{m.API.Metrics, ln.Metrics}
+		if m.IdP != nil {
+			sources = append(sources, m.IdP.Metrics)
+		}
+		// Not on the public port: on --metrics-addr, if set.
+		me, err := metrics.Listen(metricsAddr, metrics.Handler(sources...), log)
+		if err != nil {
+			return err
+		}
+		defer me.Close()
+		if me != nil {
+			fmt.Fprintf(os.Stderr, "Prometheus metrics: http://%s/metrics\n", me.Addr())
+		}
 		mux.Handle("/healthz", metrics.Health(m.Healthy))
 		return grpcserver.Serve(ctx, ln, g, mux, log, 5*time.Second)
 	}

@@ -21,8 +21,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wiremesh/wiremesh/internal/grpcserver"
 	"github.com/wiremesh/wiremesh/internal/logging"
+	"github.com/wiremesh/wiremesh/internal/metrics"
 	"github.com/wiremesh/wiremesh/internal/relayconn"
+	"github.com/wiremesh/wiremesh/internal/secretflag"
 	"github.com/wiremesh/wiremesh/internal/version"
 	relay "github.com/wiremesh/wiremesh/relay/server"
 )
@@ -36,6 +39,9 @@ func main() {
 
 type options struct {
 	listen, exposed, secret, certFile, keyFile, logLevel string
+	metricsAddr                                          string
+	allowUnbound                                         bool
+	secretFile                                           *secretflag.Secret
 }
 
 func command() *cobra.Command {
@@ -47,15 +53,23 @@ func command() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
-		RunE:          func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.secretFile.Resolve(); err != nil {
+				return err
+			}
+			return run(cmd.Context(), o)
+		},
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.listen, "listen-address", "l", ":33080", "address to listen on (TCP for WebSocket, UDP for QUIC)")
 	f.StringVarP(&o.exposed, "exposed-address", "e", "", "address clients reach this relay at, e.g. rels://relay.example.com:443 (required; sent to clients verbatim)")
 	f.StringVarP(&o.secret, "auth-secret", "s", os.Getenv("NB_AUTH_SECRET"), "token secret shared with management (env NB_AUTH_SECRET)")
+	o.secretFile = secretflag.File(f, "auth-secret", "NB_AUTH_SECRET", &o.secret)
+	f.StringVar(&o.metricsAddr, "metrics-addr", os.Getenv("NB_METRICS_ADDR"), metrics.FlagUsage)
 	f.StringVar(&o.certFile, "tls-cert-file", "", "TLS certificate (enables rels:// and QUIC)")
 	f.StringVar(&o.keyFile, "tls-key-file", "", "TLS private key")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.BoolVar(&o.allowUnbound, "allow-unbound-tokens", false, "accept tokens not bound to a peer (NetBird's management issues these); any holder of one can then take over any peer's relay connection")
 	return cmd
 }
 
@@ -110,23 +124,36 @@ func run(ctx context.Context, o options) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	srv, err := relay.New(relay.Options{InstanceURL: instance, Secret: o.secret, Log: log})
+	srv, err := relay.New(relay.Options{InstanceURL: instance, Secret: o.secret, Log: log, AllowUnboundTokens: o.allowUnbound})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	ln, err := net.Listen("tcp", o.listen)
+	raw, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (choose another with --listen-address)", o.listen, err)
 	}
+	// The same connection caps as the other servers' public ports: a flood
+	// of idle or half-open connections is closed at accept, and counted.
+	ln := grpcserver.Limit(raw, grpcserver.ConnLimits{})
 	mux := http.NewServeMux()
 	mux.Handle(relayconn.Path, srv)
-	mux.Handle("/metrics", srv.MetricsHandler())
+	// Not on the public port: on --metrics-addr, if set.
+	me, err := metrics.Listen(o.metricsAddr, metrics.Handler(srv.Metrics, ln.Metrics), log)
+	if err != nil {
+		return err
+	}
+	defer me.Close()
+	if me != nil {
+		fmt.Fprintf(os.Stderr, "netbird-relay: Prometheus metrics at http://%s/metrics\n", me.Addr())
+	}
 	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"status":"ok","timestamp":%q}`+"\n", time.Now().UTC().Format(time.RFC3339))
 	})
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// WebSocket sessions are long-lived and not cut; a connection between
+	// requests (keep-alive) is closed after two idle minutes.
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 2)
 	if tlsConf != nil {
 		go func() { errc <- hs.Serve(tls.NewListener(ln, tlsConf)) }()

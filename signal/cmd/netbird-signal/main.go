@@ -22,7 +22,7 @@ import (
 )
 
 func main() {
-	var listen, logLevel, natsURL string
+	var listen, logLevel, natsURL, metricsAddr string
 	cmd := &cobra.Command{
 		Use:           "netbird-signal",
 		Short:         "Mesh VPN signal server: relays sealed ICE offers, answers and candidates",
@@ -37,10 +37,11 @@ func main() {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			ln, err := net.Listen("tcp", listen)
+			raw, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w (choose another with --listen)", listen, err)
 			}
+			ln := grpcserver.Limit(raw, grpcserver.ConnLimits{})
 			o := sig.Options{Log: log}
 			if natsURL != "" {
 				bus, err := natsbus.Dial(natsURL, "netbird-signal "+ln.Addr().String(), log)
@@ -59,13 +60,22 @@ func main() {
 			stopStreams := context.AfterFunc(ctx, s.Close)
 			defer stopStreams()
 			mux := http.NewServeMux()
-			mux.Handle("/metrics", metrics.Handler(s.Metrics))
+			// Not on the public port: on --metrics-addr, if set.
+			me, err := metrics.Listen(metricsAddr, metrics.Handler(s.Metrics, ln.Metrics), log)
+			if err != nil {
+				return err
+			}
+			defer me.Close()
+			if me != nil {
+				fmt.Fprintf(os.Stderr, "netbird-signal: Prometheus metrics at http://%s/metrics\n", me.Addr())
+			}
 			mux.Handle("/healthz", metrics.Health(nil))
 			return grpcserver.Serve(ctx, ln, g, mux, log, 5*time.Second)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", ":10000", "TCP address for signal gRPC")
 	cmd.Flags().StringVar(&natsURL, "nats", os.Getenv("NB_SIGNAL_NATS_URL"), "NATS server(s), e.g. nats://nats1:4222,nats://nats2:4222: run several signal instances that route messages between their peers (env NB_SIGNAL_NATS_URL)")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", os.Getenv("NB_METRICS_ADDR"), metrics.FlagUsage)
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
