@@ -136,31 +136,28 @@ func (l *Limiter) room(k Key, now time.Time) error {
 }
 
 // Success gives the token back: only failures count.
-func (r *Reservation) Success() {
-	if r == nil || !r.settled.CompareAndSwap(false, true) {
-		return
-	}
-	l := r.l
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if b := l.buckets[r.k]; b != nil {
-		now := l.o.Now()
-		b.tokens, b.at = min(float64(l.o.Burst), l.level(b, now)+1), now
-		b.held--
-	}
-}
+func (r *Reservation) Success() { r.settle(true) }
 
 // Fail keeps the token spent.
-func (r *Reservation) Fail() {
+func (r *Reservation) Fail() { r.settle(false) }
+
+// settle ends the reservation once, refunding its token on success.
+func (r *Reservation) settle(refund bool) {
 	if r == nil || !r.settled.CompareAndSwap(false, true) {
 		return
 	}
 	l := r.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if b := l.buckets[r.k]; b != nil {
-		b.held--
+	b := l.buckets[r.k]
+	if b == nil {
+		return
 	}
+	if refund {
+		now := l.o.Now()
+		b.tokens, b.at = min(float64(l.o.Burst), l.level(b, now)+1), now
+	}
+	b.held--
 }
 
 // prune forgets keys whose buckets are full again and not reserved (l.mu
