@@ -547,7 +547,7 @@ func (s *Server) Status(context.Context, *daemonpb.StatusRequest) (*daemonpb.Sta
 
 func statusProto(st engine.Status) *daemonpb.FullStatus {
 	fs := &daemonpb.FullStatus{
-		ManagementState: &daemonpb.ManagementState{URL: st.Management, Connected: st.MgmtConnected, Error: st.MgmtError},
+		ManagementState: &daemonpb.ManagementState{URL: st.Management, Connected: st.MgmtConnected, Error: st.MgmtError, PendingApproval: st.PendingApproval},
 		SignalState:     &daemonpb.SignalState{URL: st.Signal, Connected: st.SignalConn, Error: st.SignalError},
 		LocalPeerState: &daemonpb.LocalPeerState{IP: st.Address.String(), PubKey: st.PublicKey.String(), KernelInterface: st.KernelWG,
 			Fqdn: st.FQDN, WgPort: int64(st.WGPort)},

@@ -86,6 +86,7 @@ type Engine struct {
 	mu      sync.Mutex
 	addr    netip.Prefix
 	fqdn    string
+	pending bool // management keeps this peer pending approval
 	serial  uint64
 	urls    []*stun.URI
 	peers   map[key.Public]*remote
@@ -191,13 +192,14 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	}
 	e := &Engine{
 		o: o, log: o.Log, mgmt: mc, sig: sc, dev: dev, meta: meta, filter: filter, kernel: isKernel(dev),
-		relays: relayclient.NewManager(o.Private.Public().String(), nil, o.Log),
-		mux:    peer.NewMux(dev.Bind().STUNConn(), netip.PrefixFrom(addr.Masked().Addr(), addr.Bits())),
-		addr:   addr,
-		fqdn:   lr.GetPeerConfig().GetFqdn(),
-		peers:  map[key.Public]*remote{},
-		checks: make(chan []string, 1),
-		dns:    dnsSvc,
+		relays:  relayclient.NewManager(o.Private.Public().String(), nil, o.Log),
+		mux:     peer.NewMux(dev.Bind().STUNConn(), netip.PrefixFrom(addr.Masked().Addr(), addr.Bits())),
+		addr:    addr,
+		fqdn:    lr.GetPeerConfig().GetFqdn(),
+		pending: lr.GetPeerConfig().GetWiremeshPendingApproval(),
+		peers:   map[key.Public]*remote{},
+		checks:  make(chan []string, 1),
+		dns:     dnsSvc,
 	}
 	dev.Bind().SetProbeHandler(e.onProbe)
 	// The login response's config starts the relay now, so the relayed
@@ -317,6 +319,14 @@ func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
 	}
 	if pc := nm.GetPeerConfig(); pc != nil && pc.GetFqdn() != "" {
 		e.fqdn = pc.GetFqdn()
+	}
+	if pc := nm.GetPeerConfig(); pc != nil && pc.GetWiremeshPendingApproval() != e.pending {
+		e.pending = pc.GetWiremeshPendingApproval()
+		if e.pending {
+			e.log.Warn("this peer is pending approval: an administrator of the account must approve it before it can reach other peers")
+		} else {
+			e.log.Info("this peer was approved")
+		}
 	}
 	e.serial = nm.GetSerial()
 	e.applyFirewall(nm)
@@ -439,12 +449,15 @@ type Status struct {
 	ServerVersion string
 	MgmtConnected bool
 	MgmtError     string
-	Signal        string
-	SignalConn    bool
-	SignalError   string
-	Peers         []PeerStatus
-	Relays        []relayclient.State
-	KernelWG      bool
+	// PendingApproval: management keeps this peer out of every map until
+	// an admin approves it.
+	PendingApproval bool
+	Signal          string
+	SignalConn      bool
+	SignalError     string
+	Peers           []PeerStatus
+	Relays          []relayclient.State
+	KernelWG        bool
 }
 
 // Status reports the current state.
@@ -456,7 +469,7 @@ func (e *Engine) Status() Status {
 		Address: e.addr, FQDN: e.fqdn, Interface: e.dev.Name(), WGPort: e.dev.Port(), PublicKey: e.o.Private.Public(),
 		Management: e.mgmt.URL(), ServerVersion: e.mgmt.ServerVersion(), MgmtConnected: e.mgmt.Connected(), MgmtError: e.mgmt.LastError(),
 		Signal: e.sig.Addr, SignalConn: e.sig.Connected(), SignalError: e.sig.LastError(),
-		Relays: e.relays.States(), KernelWG: e.kernel,
+		Relays: e.relays.States(), KernelWG: e.kernel, PendingApproval: e.pending,
 	}
 	for k, r := range e.peers {
 		ps := PeerStatus{Key: k, FQDN: r.cfg.GetFqdn(), Conn: r.conn.Status()}

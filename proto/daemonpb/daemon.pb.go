@@ -1142,12 +1142,15 @@ func (x *FullStatus) GetRelays() []*RelayState {
 }
 
 type ManagementState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	URL           string                 `protobuf:"bytes,1,opt,name=URL,proto3" json:"URL,omitempty"`
-	Connected     bool                   `protobuf:"varint,2,opt,name=connected,proto3" json:"connected,omitempty"`
-	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	URL       string                 `protobuf:"bytes,1,opt,name=URL,proto3" json:"URL,omitempty"`
+	Connected bool                   `protobuf:"varint,2,opt,name=connected,proto3" json:"connected,omitempty"`
+	Error     string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// Ours: the management server keeps this peer pending until an admin
+	// approves it (it reaches no peers until then).
+	PendingApproval bool `protobuf:"varint,1000,opt,name=pendingApproval,proto3" json:"pendingApproval,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ManagementState) Reset() {
@@ -1199,6 +1202,13 @@ func (x *ManagementState) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *ManagementState) GetPendingApproval() bool {
+	if x != nil {
+		return x.PendingApproval
+	}
+	return false
 }
 
 type SignalState struct {
@@ -1986,11 +1996,12 @@ const file_daemon_proto_rawDesc = "" +
 	"\vsignalState\x18\x02 \x01(\v2\x13.daemon.SignalStateR\vsignalState\x12>\n" +
 	"\x0elocalPeerState\x18\x03 \x01(\v2\x16.daemon.LocalPeerStateR\x0elocalPeerState\x12'\n" +
 	"\x05peers\x18\x04 \x03(\v2\x11.daemon.PeerStateR\x05peers\x12*\n" +
-	"\x06relays\x18\x05 \x03(\v2\x12.daemon.RelayStateR\x06relays\"W\n" +
+	"\x06relays\x18\x05 \x03(\v2\x12.daemon.RelayStateR\x06relays\"\x82\x01\n" +
 	"\x0fManagementState\x12\x10\n" +
 	"\x03URL\x18\x01 \x01(\tR\x03URL\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"S\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12)\n" +
+	"\x0fpendingApproval\x18\xe8\a \x01(\bR\x0fpendingApproval\"S\n" +
 	"\vSignalState\x12\x10\n" +
 	"\x03URL\x18\x01 \x01(\tR\x03URL\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12\x14\n" +

@@ -2153,8 +2153,12 @@ type PeerConfig struct {
 	Mtu                             int32                  `protobuf:"varint,7,opt,name=mtu,proto3" json:"mtu,omitempty"`
 	AutoUpdate                      *AutoUpdateSettings    `protobuf:"bytes,8,opt,name=autoUpdate,proto3" json:"autoUpdate,omitempty"`
 	AddressV6                       []byte                 `protobuf:"bytes,9,opt,name=address_v6,json=addressV6,proto3" json:"address_v6,omitempty"`
-	unknownFields                   protoimpl.UnknownFields
-	sizeCache                       protoimpl.SizeCache
+	// wiremesh extension (official clients ignore it): the peer registered
+	// while its account's peer approval was on and waits for an admin; its
+	// map holds no peers until then.
+	WiremeshPendingApproval bool `protobuf:"varint,1000,opt,name=wiremeshPendingApproval,proto3" json:"wiremeshPendingApproval,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *PeerConfig) Reset() {
@@ -2248,6 +2252,13 @@ func (x *PeerConfig) GetAddressV6() []byte {
 		return x.AddressV6
 	}
 	return nil
+}
+
+func (x *PeerConfig) GetWiremeshPendingApproval() bool {
+	if x != nil {
+		return x.WiremeshPendingApproval
+	}
+	return false
 }
 
 type AutoUpdateSettings struct {
@@ -6476,7 +6487,7 @@ const file_management_proto_rawDesc = "" +
 	"\baudience\x18\x02 \x01(\tR\baudience\x12\"\n" +
 	"\fkeysLocation\x18\x03 \x01(\tR\fkeysLocation\x12 \n" +
 	"\vmaxTokenAge\x18\x04 \x01(\x03R\vmaxTokenAge\x12\x1c\n" +
-	"\taudiences\x18\x05 \x03(\tR\taudiences\"\xf2\x02\n" +
+	"\taudiences\x18\x05 \x03(\tR\taudiences\"\xad\x03\n" +
 	"\n" +
 	"PeerConfig\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
@@ -6490,7 +6501,8 @@ const file_management_proto_rawDesc = "" +
 	"autoUpdate\x18\b \x01(\v2\x1e.management.AutoUpdateSettingsR\n" +
 	"autoUpdate\x12\x1d\n" +
 	"\n" +
-	"address_v6\x18\t \x01(\fR\taddressV6\"R\n" +
+	"address_v6\x18\t \x01(\fR\taddressV6\x129\n" +
+	"\x17wiremeshPendingApproval\x18\xe8\a \x01(\bR\x17wiremeshPendingApproval\"R\n" +
 	"\x12AutoUpdateSettings\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\"\n" +
 	"\falwaysUpdate\x18\x02 \x01(\bR\falwaysUpdate\"\xe8\x05\n" +

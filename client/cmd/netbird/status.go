@@ -67,6 +67,9 @@ type jsonConn struct {
 	URL       string `json:"url"`
 	Connected bool   `json:"connected"`
 	Error     string `json:"error"`
+	// Ours, management only: the server keeps this peer pending until an
+	// admin approves it.
+	PendingApproval bool `json:"pendingApproval,omitempty"`
 }
 
 type jsonRelays struct {
@@ -85,10 +88,11 @@ func toJSON(r *daemonpb.StatusResponse) jsonStatus {
 	fs := r.GetFullStatus()
 	out := jsonStatus{
 		CliVersion: version.Version, DaemonVersion: r.GetDaemonVersion(), DaemonStatus: r.GetStatus(),
-		Management: jsonConn{URL: fs.GetManagementState().GetURL(), Connected: fs.GetManagementState().GetConnected(), Error: fs.GetManagementState().GetError()},
-		Signal:     jsonConn{URL: fs.GetSignalState().GetURL(), Connected: fs.GetSignalState().GetConnected(), Error: fs.GetSignalState().GetError()},
-		Relays:     jsonRelays{Details: []jsonRelay{}},
-		NetbirdIP:  fs.GetLocalPeerState().GetIP(), PublicKey: fs.GetLocalPeerState().GetPubKey(),
+		Management: jsonConn{URL: fs.GetManagementState().GetURL(), Connected: fs.GetManagementState().GetConnected(), Error: fs.GetManagementState().GetError(),
+			PendingApproval: fs.GetManagementState().GetPendingApproval()},
+		Signal:    jsonConn{URL: fs.GetSignalState().GetURL(), Connected: fs.GetSignalState().GetConnected(), Error: fs.GetSignalState().GetError()},
+		Relays:    jsonRelays{Details: []jsonRelay{}},
+		NetbirdIP: fs.GetLocalPeerState().GetIP(), PublicKey: fs.GetLocalPeerState().GetPubKey(),
 		UsesKernelInterface: fs.GetLocalPeerState().GetKernelInterface(), WireguardPort: fs.GetLocalPeerState().GetWgPort(),
 		FQDN: fs.GetLocalPeerState().GetFqdn(), Networks: []string{}, DNSServers: []string{}, ProfileName: r.GetProfileName(), ServerVersion: r.GetServerVersion(),
 		Peers: jsonPeers{Details: []jsonPeer{}},
@@ -226,6 +230,9 @@ func printText(w io.Writer, s jsonStatus, detail bool) {
 		s.DaemonVersion, s.CliVersion, dash(s.ProfileName), s.DaemonStatus, conn(s.Management), dash(s.ServerVersion), conn(s.Signal),
 		s.Relays.Available, s.Relays.Total, dash(s.FQDN), dash(s.NetbirdIP),
 		map[bool]string{true: "Kernel", false: "Userspace"}[s.UsesKernelInterface], s.Peers.Connected, s.Peers.Total)
+	if s.Management.PendingApproval {
+		fmt.Fprintln(w, "Peer approval: pending approval (an administrator of the account must approve this peer before it can reach other peers)")
+	}
 }
 
 func dash(s string) string {
