@@ -19,17 +19,22 @@ type ClientConfig struct {
 	// Native marks an installed application (the agent), which may also
 	// use the device flow; otherwise it is a browser application.
 	Native bool
+	// PostLogoutRedirectURIs are where end-session may send the browser
+	// back to (exact match; for a native client a loopback URI matches on
+	// any port).
+	PostLogoutRedirectURIs []string
 }
 
 // Client implements op.Client.
 type Client struct {
 	cfg      ClientConfig
+	refresh  bool // the provider issues refresh tokens
 	loginURL func(string) string
 }
 
 func (c *Client) GetID() string                    { return c.cfg.ID }
 func (c *Client) RedirectURIs() []string           { return c.cfg.RedirectURIs }
-func (c *Client) PostLogoutRedirectURIs() []string { return nil }
+func (c *Client) PostLogoutRedirectURIs() []string { return c.cfg.PostLogoutRedirectURIs }
 func (c *Client) ApplicationType() op.ApplicationType {
 	if c.cfg.Native {
 		return op.ApplicationTypeNative
@@ -41,10 +46,14 @@ func (c *Client) ResponseTypes() []oidc.ResponseType {
 	return []oidc.ResponseType{oidc.ResponseTypeCode}
 }
 func (c *Client) GrantTypes() []oidc.GrantType {
+	g := []oidc.GrantType{oidc.GrantTypeCode}
 	if c.cfg.Native {
-		return []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeDeviceCode}
+		g = append(g, oidc.GrantTypeDeviceCode)
 	}
-	return []oidc.GrantType{oidc.GrantTypeCode}
+	if c.refresh {
+		g = append(g, oidc.GrantTypeRefreshToken)
+	}
+	return g
 }
 func (c *Client) LoginURL(id string) string           { return c.loginURL(id) }
 func (c *Client) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeJWT }

@@ -9,6 +9,15 @@
 // bounded in count and bytes per source address and overall, with every
 // client-supplied field capped (Limits, limits.go); wrong passwords are
 // limited per (source, e-mail) and per e-mail;
-// tokens are stateless JWTs any process holding the public key can verify.
+// access tokens are JWTs any process holding the public key can verify.
+// With a RefreshStore (refresh.go) a login asking for offline_access also
+// gets a refresh token, rotated on every use (reuse revokes its family),
+// ended by logout (end_session), revocation and the store's owner. With
+// Upstreams (upstream.go) the login page offers "Log in with <name>" for
+// upstream OpenID Connect providers (code flow with PKCE, state, nonce and
+// a browser-bound cookie; ID tokens verified with coreos/go-oidc), whose
+// pending state is capped like the rest. With a SecondFactor (mfa.go)
+// password logins and device approvals ask for a TOTP code, and enrol one
+// when it is required.
 // It does not decide accounts or roles: that is management's business.
 package oidcop

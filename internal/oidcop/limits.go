@@ -19,6 +19,9 @@ import (
 type Limits struct {
 	MaxPending, MaxPendingPerSource           int // default 10000, 100
 	MaxPendingBytes, MaxPendingBytesPerSource int // default 32 MiB, 1 MiB
+	// MaxRefreshFamilies bounds the logins holding refresh tokens per
+	// user (default 20); a new login past it ends the oldest.
+	MaxRefreshFamilies int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -33,6 +36,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxPendingBytesPerSource <= 0 {
 		l.MaxPendingBytesPerSource = 1 << 20
+	}
+	if l.MaxRefreshFamilies <= 0 {
+		l.MaxRefreshFamilies = defaultMaxRefreshFamilies
 	}
 	return l
 }
@@ -64,7 +70,7 @@ var paramCaps = map[string]int{
 	"subject_token": 8192, "subject_token_type": 128, "actor_token": 8192, "actor_token_type": 128,
 	"requested_token_type": 128, "audience": 512, "resource": 2048, "id": 64,
 	// The login and device pages.
-	"authRequestID": 64, "user_code": 32, "email": 320, "password": 1024,
+	"authRequestID": 64, "user_code": 32, "email": 320, "password": 1024, "idp": 64, "otp": 64, "enrol": 8,
 }
 
 // maxScopes bounds the scopes of one request.

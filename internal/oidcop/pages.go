@@ -24,13 +24,28 @@ button{margin-top:1.2rem;padding:.6rem 1.2rem}.err{color:#b00020}.ok{color:#1166
 <input id="user_code" name="user_code" value="{{.UserCode}}" autocomplete="off" required>{{end}}
 <label for="email">E-mail</label><input id="email" name="email" type="email" value="{{.Email}}" autocomplete="username" required autofocus>
 <label for="password">Password</label><input id="password" name="password" type="password" autocomplete="current-password" required>
+{{if .OTP}}<label for="otp">Authenticator code (if you set one up)</label><input id="otp" name="otp" autocomplete="one-time-code" inputmode="numeric">{{end}}
 <button type="submit">{{if .Device}}Approve device{{else}}Log in{{end}}</button>
-</form>{{end}}
+</form>
+{{if .Buttons}}<p>or</p>{{range .Buttons}}<p><a class="idp" href="{{.URL}}">Log in with {{.Name}}</a></p>{{end}}{{end}}{{end}}
 </body></html>`))
 
 type pageData struct {
 	Title, Error, Message, Action, RequestID, UserCode, Email string
 	Device                                                    bool
+	// OTP asks for a second factor's code in the same form (device).
+	OTP bool
+	// Buttons log in with upstream identity providers.
+	Buttons []loginButton
+}
+
+// loginButton is a "Log in with <Name>" link.
+type loginButton struct{ Name, URL string }
+
+// renderLogin renders the login page with the upstream providers offered.
+func (p *Provider) renderLogin(w http.ResponseWriter, r *http.Request, status int, d pageData) {
+	d.Buttons = p.upstreamButtons(r, d.RequestID)
+	render(w, status, d)
 }
 
 func render(w http.ResponseWriter, status int, d pageData) {
@@ -56,7 +71,7 @@ func (p *Provider) login(w http.ResponseWriter, r *http.Request) {
 			render(w, http.StatusNotFound, d)
 			return
 		}
-		render(w, http.StatusOK, d)
+		p.renderLogin(w, r, http.StatusOK, d)
 	case http.MethodPost:
 		if !p.parseForm(w, r, d) {
 			return
@@ -65,6 +80,9 @@ func (p *Provider) login(w http.ResponseWriter, r *http.Request) {
 		id, err := p.authenticate(r, d.Email, r.PostForm.Get("password"))
 		if err != nil {
 			p.fail(w, r, d, err)
+			return
+		}
+		if p.secondStep(w, r, d.RequestID, id) {
 			return
 		}
 		if err := p.st.completeLogin(d.RequestID, id.Subject); err != nil {
@@ -81,7 +99,7 @@ func (p *Provider) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Provider) device(w http.ResponseWriter, r *http.Request) {
-	d := pageData{Title: "Approve a device", Action: p.prefix + devicePath, Device: true}
+	d := pageData{Title: "Approve a device", Action: p.prefix + devicePath, Device: true, OTP: p.mfa != nil}
 	switch r.Method {
 	case http.MethodGet:
 		if !p.parseForm(w, r, d) {
@@ -97,6 +115,10 @@ func (p *Provider) device(w http.ResponseWriter, r *http.Request) {
 		d.Email = r.PostForm.Get("email")
 		id, err := p.authenticate(r, d.Email, r.PostForm.Get("password"))
 		if err != nil {
+			p.fail(w, r, d, err)
+			return
+		}
+		if err := p.deviceFactor(r, id); err != nil {
 			p.fail(w, r, d, err)
 			return
 		}
@@ -137,16 +159,22 @@ func (p *Provider) fail(w http.ResponseWriter, r *http.Request, d pageData, err 
 	switch {
 	case errors.Is(err, ErrBadCredentials):
 		d.Error = "Wrong e-mail address or password."
-		render(w, http.StatusUnauthorized, d)
+		p.renderLogin(w, r, http.StatusUnauthorized, d)
 	case errors.Is(err, errTooMany):
 		d.Error = "Too many failed logins for this e-mail address from your address. Wait a minute and try again."
-		render(w, http.StatusTooManyRequests, d)
+		p.renderLogin(w, r, http.StatusTooManyRequests, d)
+	case errors.Is(err, ErrBadCode):
+		d.Error = "Wrong or already used authenticator code."
+		p.renderLogin(w, r, http.StatusUnauthorized, d)
+	case errors.Is(err, errNeedCode), errors.Is(err, errEnrolFirst):
+		d.Error = strings.ToUpper(err.Error()[:1]) + err.Error()[1:] + "."
+		p.renderLogin(w, r, http.StatusUnauthorized, d)
 	case errors.Is(err, errTooManyEmail):
 		d.Error = "Too many failed logins for this e-mail address. Wait a few minutes and try again."
-		render(w, http.StatusTooManyRequests, d)
+		p.renderLogin(w, r, http.StatusTooManyRequests, d)
 	default:
 		p.log.Error("login failed", "err", err, "remote", r.RemoteAddr)
 		d.Error = "Login failed: " + err.Error()
-		render(w, http.StatusForbidden, d)
+		p.renderLogin(w, r, http.StatusForbidden, d)
 	}
 }

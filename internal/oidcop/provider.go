@@ -64,6 +64,21 @@ type Options struct {
 	TrustedProxies []netip.Prefix
 	// Limits bound pending logins and device codes (zero: defaults).
 	Limits Limits
+	// Refresh keeps refresh tokens; with it, a login asking for the
+	// offline_access scope gets one (rotated on every use). Nil: none.
+	Refresh RefreshStore
+	// RefreshIdle is how long an unused refresh token lives (0: 14 days);
+	// RefreshMaxAge how long a login lasts however often it is refreshed
+	// (0: 90 days).
+	RefreshIdle, RefreshMaxAge time.Duration
+	// Upstreams are OpenID Connect providers offered on the login page
+	// (nil: none).
+	Upstreams Upstreams
+	// SecondFactor asks password logins for a TOTP code (nil: none).
+	SecondFactor SecondFactor
+	// HTTPClient talks to upstream providers (nil: one with a 15 s
+	// timeout).
+	HTTPClient *http.Client
 	// Now is the clock of pending state and login limits (nil: time.Now).
 	Now func() time.Time
 	Log *slog.Logger
@@ -94,6 +109,10 @@ type Provider struct {
 	// Refusals are logged at most once per 10 s each, with how many
 	// were not: a flood must not flood the log.
 	limitLog, pendingLog *ratelimit.Every
+	upstreams            Upstreams
+	mfa                  SecondFactor
+	httpClient           *http.Client
+	secure               bool // the issuer is https: cookies are Secure
 	// authorizePath and deviceAuthPath are pkg/op's endpoints that create
 	// pending state, relative to the issuer.
 	authorizePath, deviceAuthPath string
@@ -120,6 +139,12 @@ func New(o Options) (*Provider, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.RefreshIdle <= 0 {
+		o.RefreshIdle = defaultRefreshIdle
+	}
+	if o.RefreshMaxAge <= 0 {
+		o.RefreshMaxAge = defaultRefreshMaxAge
+	}
 	issuer := strings.TrimSuffix(o.Issuer, "/")
 	prefix := strings.TrimSuffix(u.Path, "/")
 	der, err := x509.MarshalPKIXPublicKey(&o.Key.PublicKey)
@@ -130,20 +155,31 @@ func New(o Options) (*Provider, error) {
 	st := &storage{
 		dir: o.Directory, key: o.Key, keyID: hex.EncodeToString(sum[:8]), clients: map[string]*Client{}, tokenTTL: o.TokenTTL,
 		requests: map[string]*authRequest{}, codes: map[string]string{}, devices: map[string]*deviceAuth{}, userCodes: map[string]string{},
-		limits: o.Limits.withDefaults(), now: o.Now, bySource: map[netip.Addr]*usage{},
+		upstream: map[string]*upstreamLogin{},
+		limits:   o.Limits.withDefaults(), now: o.Now, bySource: map[netip.Addr]*usage{}, log: o.Log,
+		refresh: o.Refresh, refreshIdle: o.RefreshIdle, refreshMaxAge: o.RefreshMaxAge,
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: upstreamTimeout}
 	}
 	p := &Provider{st: st, issuer: issuer, prefix: prefix, log: o.Log, ips: clientip.Resolver{Trusted: o.TrustedProxies},
+		upstreams: o.Upstreams, mfa: o.SecondFactor, httpClient: o.HTTPClient, secure: u.Scheme == "https",
 		perPair:  ratelimit.New(ratelimit.Options{Burst: pairBurst, Refill: refill, MaxKeys: 20000, MaxPerSource: 64, Now: o.Now}),
 		perEmail: ratelimit.New(ratelimit.Options{Burst: emailBurst, Refill: refill, MaxKeys: 20000, Now: o.Now}),
 		limitLog: ratelimit.NewEvery(10*time.Second, o.Now), pendingLog: ratelimit.NewEvery(10*time.Second, o.Now),
 	}
 	for _, c := range o.Clients {
-		st.clients[c.ID] = &Client{cfg: c, loginURL: func(id string) string { return prefix + loginPath + "?authRequestID=" + url.QueryEscape(id) }}
+		st.clients[c.ID] = &Client{cfg: c, refresh: o.Refresh != nil,
+			loginURL: func(id string) string { return prefix + loginPath + "?authRequestID=" + url.QueryEscape(id) }}
 	}
 	cfg := &op.Config{
-		CodeMethodS256:     true,
-		SupportedUILocales: []language.Tag{language.English},
-		SupportedScopes:    []string{"openid", "profile", "email", GroupsClaim},
+		CodeMethodS256:        true,
+		GrantTypeRefreshToken: o.Refresh != nil,
+		SupportedUILocales:    []language.Tag{language.English},
+		SupportedScopes:       supportedScopes(o.Refresh != nil),
+		// An end-session request without a registered post-logout URI
+		// lands on the provider's own page.
+		DefaultLogoutRedirectURI: prefix + loggedOutPath,
 		DeviceAuthorization: op.DeviceAuthorizationConfig{
 			// Agents poll every 2 s: a login completes quickly after approval.
 			Lifetime: o.DeviceLifetime, PollInterval: 2 * time.Second,
@@ -186,9 +222,18 @@ func (p *Provider) Endpoints() Endpoints {
 }
 
 const (
-	loginPath  = "/login"
-	devicePath = "/device"
+	loginPath     = "/login"
+	devicePath    = "/device"
+	loggedOutPath = "/logged-out"
 )
+
+func supportedScopes(refresh bool) []string {
+	sc := []string{"openid", "profile", "email", GroupsClaim}
+	if refresh {
+		sc = append(sc, "offline_access")
+	}
+	return sc
+}
 
 // ServeHTTP serves the provider's endpoints and pages under the issuer's path.
 func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -211,6 +256,30 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case devicePath:
 		p.device(w, r)
+		return
+	case mfaPath:
+		if p.mfa == nil {
+			http.NotFound(w, r)
+			return
+		}
+		p.secondFactor(w, r)
+		return
+	case upstreamPath:
+		if p.upstreams == nil {
+			http.NotFound(w, r)
+			return
+		}
+		p.upstreamStart(w, r)
+		return
+	case upstreamCallback:
+		if p.upstreams == nil {
+			http.NotFound(w, r)
+			return
+		}
+		p.upstreamReturn(w, r)
+		return
+	case loggedOutPath:
+		render(w, http.StatusOK, pageData{Title: "Logged out", Message: "You are logged out. You can close this window."})
 		return
 	case p.authorizePath, p.deviceAuthPath:
 		// These create pending state: bound every field and reserve room
@@ -317,6 +386,7 @@ func (p *Provider) Metrics() []metrics.Sample {
 	return []metrics.Sample{
 		g("oidc_pending_auth_requests", "pending authorization-code logins held", pd.AuthRequests),
 		g("oidc_pending_device_codes", "pending device authorizations held", pd.DeviceCodes),
+		g("oidc_pending_upstream_logins", "pending logins at upstream identity providers held", pd.UpstreamLogins),
 		g("oidc_pending_bytes", "bytes charged to pending logins and device codes", pd.Bytes),
 		g("oidc_pending_sources", "source addresses holding pending logins or device codes", pd.Sources),
 		{Name: "oidc_login_failures_total", Help: "wrong e-mail address or password", Kind: metrics.Counter, Value: float64(p.loginFailures.Load())},
@@ -326,5 +396,7 @@ func (p *Provider) Metrics() []metrics.Sample {
 		refused("login_limit_source_email", pl),
 		refused("login_limit_email", el),
 		refused("login_limit_table_full", pf+ef),
+		{Name: "oidc_refresh_token_reuse_total", Help: "refresh tokens presented again after rotation (their logins were revoked)",
+			Kind: metrics.Counter, Value: float64(p.st.refreshReuse.Load())},
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -36,6 +37,9 @@ type authRequest struct {
 	done      bool
 	challenge *oidc.CodeChallenge
 	code      string // the code issued for it, if any
+	// factorSubject is set once the password was right and the login
+	// waits for that subject's second factor.
+	factorSubject, factorEmail string
 	pending
 }
 
@@ -97,14 +101,19 @@ type storage struct {
 	tokenTTL time.Duration
 	limits   Limits
 	now      func() time.Time
+	log      *slog.Logger
+	// refresh keeps refresh tokens (nil: none are issued).
+	refresh                    RefreshStore
+	refreshIdle, refreshMaxAge time.Duration
 
-	refusedSource, refusedAll, refusedFields atomic.Int64
+	refusedSource, refusedAll, refusedFields, refreshReuse atomic.Int64
 
 	mu        sync.Mutex
-	requests  map[string]*authRequest // by request ID
-	codes     map[string]string       // code -> request ID
-	devices   map[string]*deviceAuth  // by device code
-	userCodes map[string]string       // user code -> device code
+	requests  map[string]*authRequest   // by request ID
+	codes     map[string]string         // code -> request ID
+	devices   map[string]*deviceAuth    // by device code
+	userCodes map[string]string         // user code -> device code
+	upstream  map[string]*upstreamLogin // pending upstream logins by state
 	// count and bytes are what all pending entries and reserved slots
 	// hold; bySource the same per source address.
 	count, bytes int
@@ -226,6 +235,11 @@ func (s *storage) purge(now time.Time) {
 			s.dropDevice(dc, d)
 		}
 	}
+	for st, l := range s.upstream {
+		if now.Sub(l.created) > pendingLifetime {
+			s.dropUpstream(st, l)
+		}
+	}
 }
 
 // dropRequest forgets a pending login and its code (s.mu held).
@@ -246,13 +260,13 @@ func (s *storage) dropDevice(dc string, d *deviceAuth) {
 
 // Pending is what the provider holds for unfinished logins.
 type Pending struct {
-	AuthRequests, DeviceCodes, Sources, Bytes int
+	AuthRequests, DeviceCodes, UpstreamLogins, Sources, Bytes int
 }
 
 func (s *storage) pendingNow() Pending {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Pending{AuthRequests: len(s.requests), DeviceCodes: len(s.devices), Sources: len(s.bySource), Bytes: s.bytes}
+	return Pending{AuthRequests: len(s.requests), DeviceCodes: len(s.devices), UpstreamLogins: len(s.upstream), Sources: len(s.bySource), Bytes: s.bytes}
 }
 
 // checkAuthRequest bounds what a pending login keeps of a request.
@@ -373,20 +387,8 @@ func (s *storage) completeLogin(id, subject string) error {
 }
 
 func (s *storage) CreateAccessToken(_ context.Context, _ op.TokenRequest) (string, time.Time, error) {
-	return newID(), time.Now().Add(s.tokenTTL), nil
+	return newID(), s.now().Add(s.tokenTTL), nil
 }
-
-var errNoRefresh = errors.New("refresh tokens are not issued; log in again")
-
-func (s *storage) CreateAccessAndRefreshTokens(context.Context, op.TokenRequest, string) (string, string, time.Time, error) {
-	return "", "", time.Time{}, errNoRefresh
-}
-
-func (s *storage) TokenRequestByRefreshToken(context.Context, string) (op.RefreshTokenRequest, error) {
-	return nil, op.ErrInvalidRefreshToken
-}
-
-func (s *storage) TerminateSession(context.Context, string, string) error { return nil }
 
 // TokenRevoker is implemented by a Directory that records revoked access
 // tokens where the services verifying them look (management's store), so
@@ -402,18 +404,22 @@ type TokenRevoker interface {
 // requests cannot fill the record. The record lasts as long as a token
 // can live.
 func (s *storage) RevokeToken(ctx context.Context, tokenID, subject, _ string) *oidc.Error {
+	if family, ok := strings.CutPrefix(tokenID, refreshPrefix); ok && s.refresh != nil {
+		// A refresh token (GetRefreshTokenInfo): its login ends, with the
+		// access tokens issued from it (RFC 7009 §2.1).
+		if err := s.refresh.RevokeFamily(ctx, family, s.now()); err != nil {
+			return oidc.ErrServerError().WithParent(err).WithDescription("the token could not be revoked; try again")
+		}
+		return nil
+	}
 	r, ok := s.dir.(TokenRevoker)
 	if !ok || subject == "" || tokenID == "" {
 		return nil
 	}
-	if err := r.RevokeAccessToken(ctx, tokenID, subject, time.Now().Add(s.tokenTTL)); err != nil {
+	if err := r.RevokeAccessToken(ctx, tokenID, subject, s.now().Add(s.tokenTTL)); err != nil {
 		return oidc.ErrServerError().WithParent(err).WithDescription("the token could not be revoked; try again")
 	}
 	return nil
-}
-
-func (s *storage) GetRefreshTokenInfo(context.Context, string, string) (string, string, error) {
-	return "", "", op.ErrInvalidRefreshToken
 }
 
 type signingKey struct {

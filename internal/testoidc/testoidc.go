@@ -70,6 +70,14 @@ type Provider struct {
 // test ends.
 func Start(t testing.TB, addr string, users ...User) *Provider {
 	t.Helper()
+	return StartWithRedirects(t, addr, nil, users...)
+}
+
+// StartWithRedirects is Start with further redirect URIs registered for
+// ClientID (a loopback URI matches on any port, but its path must match):
+// for a server that logs people in through this provider.
+func StartWithRedirects(t testing.TB, addr string, redirects []string, users ...User) *Provider {
+	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -87,7 +95,7 @@ func Start(t testing.TB, addr string, users ...User) *Provider {
 	}
 	issuer := "http://" + ln.Addr().String() + "/idp"
 	p, err := oidcop.New(oidcop.Options{Issuer: issuer, Directory: dir, Key: key,
-		Clients: []oidcop.ClientConfig{{ID: ClientID, Native: true, RedirectURIs: []string{"http://localhost/", "http://127.0.0.1/"}}}})
+		Clients: []oidcop.ClientConfig{{ID: ClientID, Native: true, RedirectURIs: append([]string{"http://localhost/", "http://127.0.0.1/"}, redirects...)}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,11 @@
 // served as a real OpenID Connect issuer (internal/oidcop on
 // zitadel/oidc/v3) to the dashboard and to agents. Its signing key lives in
 // the store, so tokens stay valid across restarts and every management
-// instance on the same database issues and accepts the same tokens. It
-// authenticates; accounts and roles are package users' business.
+// instance on the same database issues and accepts the same tokens;
+// refresh tokens are kept there too (refresh.go). Accounts' upstream identity
+// providers (providers.go: their administration; upstream.go: the login
+// page's buttons) let people log in with another OpenID Connect provider.
+// It authenticates; accounts and roles are package users' business.
 package idp
 
 import (
@@ -16,7 +19,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 
@@ -84,18 +89,30 @@ func (d Directory) Authenticate(ctx context.Context, email, password string) (oi
 	return oidcop.Identity{Subject: string(c.Subject), Email: c.Email, Name: c.Name}, nil
 }
 
-// Lookup implements oidcop.Directory.
+// Lookup implements oidcop.Directory: a local login, or a user who logs
+// in with an upstream identity provider (who has none).
 func (d Directory) Lookup(ctx context.Context, subject string) (oidcop.Identity, error) {
-	var c account.Credential
+	var id oidcop.Identity
 	err := d.Store.Read(ctx, func(tx *store.Tx) error {
-		var err error
-		c, err = tx.Credential(ctx, account.UserID(subject))
-		return err
+		c, err := tx.Credential(ctx, account.UserID(subject))
+		if err == nil {
+			id = oidcop.Identity{Subject: string(c.Subject), Email: c.Email, Name: c.Name}
+			return nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		u, err := tx.UserByID(ctx, account.UserID(subject))
+		if err != nil {
+			return err
+		}
+		id = oidcop.Identity{Subject: string(u.ID), Email: u.Email, Name: u.Name}
+		return nil
 	})
 	if err != nil {
 		return oidcop.Identity{}, fmt.Errorf("user %s: %w", subject, err)
 	}
-	return oidcop.Identity{Subject: string(c.Subject), Email: c.Email, Name: c.Name}, nil
+	return id, nil
 }
 
 // RevokeAccessToken implements oidcop.TokenRevoker: the revoked token's
@@ -147,6 +164,21 @@ type Options struct {
 	Issuer string
 	// DashboardRedirects are the dashboard's login callbacks.
 	DashboardRedirects []string
+	// DashboardLogoutRedirects are further URIs the dashboard may return
+	// to after logging out; the origins of DashboardRedirects and the
+	// server's base URL are always allowed.
+	DashboardLogoutRedirects []string
+	// Now is the provider's clock (nil: time.Now).
+	Now func() time.Time
+	// Join maps people who log in with an account's upstream identity
+	// provider to users (nil: no upstream providers are offered).
+	Join JoinFunc
+	// MFARequired tells whether a subject's account requires a second
+	// factor (TOTP): the next password login then sets one up. Nil: none
+	// is required (one set up is still asked for).
+	MFARequired func(ctx context.Context, subject string) (bool, error)
+	// HTTPClient talks to upstream providers (nil: a default).
+	HTTPClient *http.Client
 	// TrustedProxies are reverse proxies whose X-Forwarded-For is believed.
 	TrustedProxies []netip.Prefix
 	Log            *slog.Logger
@@ -158,16 +190,34 @@ func New(ctx context.Context, st *store.Store, o Options) (*oidcop.Provider, err
 	if err != nil {
 		return nil, err
 	}
+	var ups oidcop.Upstreams
+	if o.Join != nil {
+		ups = Upstreams{Store: st, Join: o.Join}
+	}
 	return oidcop.New(oidcop.Options{
-		Issuer:    strings.TrimSuffix(o.Issuer, "/"),
-		Directory: Directory{Store: st},
-		Key:       key,
-		Log:       o.Log,
+		Upstreams:    ups,
+		SecondFactor: TOTP{Store: st, Issuer: totpIssuer(o.Issuer), Required: o.MFARequired, Now: o.Now},
+		HTTPClient:   o.HTTPClient,
+		Issuer:       strings.TrimSuffix(o.Issuer, "/"),
+		Directory:    Directory{Store: st},
+		Key:          key,
+		Log:          o.Log,
 		// The login page's limits are per client address.
 		TrustedProxies: o.TrustedProxies,
+		Refresh:        RefreshStore{Store: st},
+		Now:            o.Now,
 		Clients: []oidcop.ClientConfig{
-			{ID: AgentClientID, Native: true, RedirectURIs: AgentRedirectURLs},
-			{ID: DashboardClientID, RedirectURIs: o.DashboardRedirects},
+			{ID: AgentClientID, Native: true, RedirectURIs: AgentRedirectURLs, PostLogoutRedirectURIs: AgentRedirectURLs},
+			{ID: DashboardClientID, RedirectURIs: o.DashboardRedirects,
+				PostLogoutRedirectURIs: postLogoutURIs(o.Issuer, o.DashboardRedirects, o.DashboardLogoutRedirects)},
 		},
 	})
+}
+
+// totpIssuer names the server in authenticator apps: its host.
+func totpIssuer(issuer string) string {
+	if u, err := url.Parse(issuer); err == nil && u.Host != "" {
+		return "wiremesh " + u.Hostname()
+	}
+	return "wiremesh"
 }

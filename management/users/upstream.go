@@ -1,0 +1,121 @@
+package users
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/store"
+)
+
+// UpstreamLogin is a person an account's upstream identity provider (added
+// to the built-in provider's login page) vouched for.
+type UpstreamLogin struct {
+	// ProviderID is the account's identity provider; Subject its sub,
+	// unique only within that provider.
+	ProviderID, Subject string
+	Email, Name         string
+	// EmailVerified: the provider vouches for Email (email_verified).
+	EmailVerified bool
+}
+
+// JoinUpstream returns the user an upstream login is, in the account that
+// added the provider: the user it logged in as before; else the account's
+// user or invitation with its e-mail address, which only an address the
+// provider verified may claim (a user with an invitation gets its role
+// and groups); else a new user with the user role, pending approval when
+// the account requires it. A blocked user gets ErrBlocked, one pending
+// approval ErrPendingApproval.
+func (s *Service) JoinUpstream(ctx context.Context, acc account.ID, in UpstreamLogin) (account.User, error) {
+	if in.Subject == "" {
+		return account.User{}, fmt.Errorf("%w: the identity provider named no subject", ErrInvalid)
+	}
+	email := strings.TrimSpace(in.Email)
+	now := s.now()
+	var u account.User
+	err := s.o.Store.Tx(ctx, func(tx *store.Tx) error {
+		at := tx.In(acc)
+		id, err := tx.IdPLink(ctx, in.ProviderID, in.Subject)
+		if err == nil {
+			if u, err = at.User(ctx, id); err != nil {
+				return err
+			}
+			return nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if email == "" {
+			return fmt.Errorf("%w: the identity provider gave no e-mail address; allow the email scope", ErrInvalid)
+		}
+		link := func() error { return tx.InsertIdPLink(ctx, in.ProviderID, in.Subject, u.ID) }
+		unverified := fmt.Errorf("%w: %s is already a user or invited here; the identity provider must verify the address to log in as it",
+			ErrForbidden, email)
+		existing, err := at.UserByEmail(ctx, email)
+		switch {
+		case err == nil:
+			if !in.EmailVerified || existing.ServiceUser {
+				return unverified
+			}
+			u = existing
+			return link()
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		u = account.User{ID: account.UserID(uuid.NewString()), AccountID: acc, Email: email, EmailVerified: in.EmailVerified, Name: strings.TrimSpace(in.Name),
+			Role: account.RoleUser, AutoGroups: []string{}, Issued: "jwt", CreatedAt: now, LastLogin: now}
+		if u.Name == "" {
+			u.Name = email
+		}
+		invites, err := at.Invites(ctx)
+		if err != nil {
+			return err
+		}
+		activity := "user.join"
+		for _, v := range invites {
+			if !strings.EqualFold(v.Email, email) {
+				continue
+			}
+			if !in.EmailVerified {
+				return unverified
+			}
+			u.Role, u.AutoGroups, activity = v.Role, v.AutoGroups, "user.invite.link.accept"
+			if err := at.DeleteInvite(ctx, v.ID); err != nil {
+				return err
+			}
+		}
+		if activity == "user.join" {
+			a, err := at.Account(ctx)
+			if err != nil {
+				return err
+			}
+			u.PendingApproval = a.Settings.Extra.UserApprovalRequired
+		}
+		if err := at.InsertUser(ctx, u); err != nil {
+			return err
+		}
+		if err := link(); err != nil {
+			return err
+		}
+		meta := map[string]string{"email": u.Email, "role": string(u.Role), "identity_provider": in.ProviderID}
+		if u.PendingApproval {
+			meta["pending_approval"] = "true"
+		}
+		_, err = at.InsertEvent(ctx, account.Event{At: now, Activity: activity, Initiator: string(u.ID), Target: string(u.ID), Meta: meta})
+		return err
+	})
+	if err != nil {
+		return account.User{}, mapErr(err)
+	}
+	switch {
+	case u.Blocked:
+		return account.User{}, ErrBlocked
+	case u.PendingApproval:
+		return account.User{}, ErrPendingApproval
+	}
+	return u, nil
+}
