@@ -33,6 +33,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/admin"
 	"github.com/wiremesh/wiremesh/management/grpcapi"
+	"github.com/wiremesh/wiremesh/management/httpapi"
 	"github.com/wiremesh/wiremesh/management/idflag"
 	mgmt "github.com/wiremesh/wiremesh/management/server"
 	"github.com/wiremesh/wiremesh/management/storeflag"
@@ -64,6 +65,7 @@ type options struct {
 	identity                              *idflag.Flags
 	ownerEmail                            string
 	trustedProxies                        []string
+	dashboardOrigins                      []string
 }
 
 func command() *cobra.Command {
@@ -98,6 +100,7 @@ func command() *cobra.Command {
 	f.StringVar(&o.metricsAddr, "metrics-addr", os.Getenv("NB_METRICS_ADDR"), metrics.FlagUsage)
 	f.BoolVar(&o.pprof, "debug-pprof", false, "serve Go profiles at /debug/pprof/ on the --listen port (for diagnosing load; keep it off where the port is public)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringSliceVar(&o.dashboardOrigins, "dashboard-origin", nil, "browser origin of a dashboard served elsewhere, scheme://host[:port], allowed to call the REST API cross-origin (CORS; repeatable or comma-separated; none by default)")
 	f.StringSliceVar(&o.trustedProxies, "trusted-proxies", nil, "reverse proxies (addresses or prefixes, comma-separated) whose X-Forwarded-For names the client for login and setup-key limits; ignored from anyone else")
 	o.store = storeflag.Bind(f)
 	o.identity = idflag.Bind(f, true)
@@ -121,6 +124,10 @@ func run(ctx context.Context, o *options) error {
 	trusted, err := clientip.ParsePrefixes(o.trustedProxies)
 	if err != nil {
 		return fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	origins, err := httpapi.ParseOrigins(o.dashboardOrigins)
+	if err != nil {
+		return fmt.Errorf("--dashboard-origin: %w", err)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -243,7 +250,7 @@ func run(ctx context.Context, o *options) error {
 		log.Info("relay listening", "instance", instance)
 	}
 
-	m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv, TURN: issuer, Relay: relayAuth, Identity: identity, TrustedProxies: trusted})
+	m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv, TURN: issuer, Relay: relayAuth, Identity: identity, TrustedProxies: trusted, DashboardOrigins: origins})
 	if err != nil {
 		return err
 	}

@@ -76,6 +76,10 @@ type Peer struct {
 	// LoginExpirationEnabled: the peer must log in again when the
 	// account's login expiration passes (peers added by users).
 	LoginExpirationEnabled bool `json:"login_expiration_enabled,omitempty"`
+	// ApprovalRequired: the peer registered while the account's peer
+	// approval was on and no admin has approved it yet. A pending peer gets
+	// no peers in its network map and appears in no other peer's map.
+	ApprovalRequired bool `json:"approval_required,omitempty"`
 }
 
 // FQDN returns the peer's fully qualified name in domain.
@@ -105,7 +109,7 @@ type Event struct {
 	ID        int64             `json:"id"`
 	AccountID ID                `json:"account_id"`
 	At        time.Time         `json:"at"`
-	Activity  string            `json:"activity"`  // e.g. "peer.add", "setupkey.revoke"
+	Activity  string            `json:"activity"`  // e.g. "peer.setupkey.add", "setupkey.revoke"
 	Initiator string            `json:"initiator"` // peer, user or "admin-cli"
 	Target    string            `json:"target"`    // the affected object's ID
 	Meta      map[string]string `json:"meta"`      // small details (names, addresses)

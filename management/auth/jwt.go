@@ -34,6 +34,18 @@ type Claims struct {
 	IssuedAt time.Time
 	// TokenID is the token's jti ("" when absent).
 	TokenID string
+	// lists are the token's claims that hold a string or a list of
+	// strings, for GroupsFrom.
+	lists map[string][]string
+}
+
+// GroupsFrom returns the groups in the named claim, Groups when name is
+// empty (the claim the server was configured with).
+func (c Claims) GroupsFrom(name string) []string {
+	if name == "" {
+		return c.Groups
+	}
+	return c.lists[name]
 }
 
 // JWTConfig describes the identity provider whose tokens are accepted.
@@ -225,6 +237,14 @@ func ParseClaims(payload []byte, groupsClaim string) (Claims, error) {
 		c.IssuedAt = time.Unix(int64(f), 0).UTC()
 	}
 	c.Groups = strList(all[groupsClaim])
+	for k, v := range all {
+		if l := strList(v); len(l) > 0 {
+			if c.lists == nil {
+				c.lists = map[string][]string{}
+			}
+			c.lists[k] = l
+		}
+	}
 	return c, nil
 }
 

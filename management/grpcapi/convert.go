@@ -106,6 +106,12 @@ func peerConfig(m networkmap.Map) *mgmtpb.PeerConfig {
 		Address:   m.Address(),
 		SshConfig: &mgmtpb.SSHConfig{},
 		Fqdn:      m.Self.FQDN(m.Domain),
+		// As the reference passes them: the client reads both from here.
+		LazyConnectionEnabled:           m.Flags.LazyConnection,
+		RoutingPeerDnsResolutionEnabled: m.Flags.RoutingPeerDNS,
+		// Our agents show it; official clients ignore the field and just
+		// get a map without peers, as from the reference server.
+		WiremeshPendingApproval: m.Self.ApprovalRequired,
 	}
 }
 

@@ -258,7 +258,7 @@ func (s *Server) Login(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgmt
 	}
 	guess.Success()
 	s.logins.Add(1)
-	m := networkmap.Map{Domain: acc.Domain, Network: acc.Network, Self: peer}
+	m := networkmap.Map{Domain: acc.Domain, Network: acc.Network, Self: peer, Flags: networkmap.FlagsOf(acc.Settings)}
 	resp := &mgmtpb.LoginResponse{
 		NetbirdConfig: s.netbirdConfig(ctx, peer),
 		PeerConfig:    peerConfig(m),

@@ -167,17 +167,7 @@ func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID, 
 // users and those whose user login expired (the expiry sweeper bumps the
 // serial when that happens, so a cached snapshot does not outlive it).
 func withAccess(a account.Account, ps []account.Peer, blocked map[account.UserID]bool, now time.Time) []account.Peer {
-	out := ps[:0:0]
-	for _, p := range ps {
-		if p.UserID != "" && blocked[p.UserID] {
-			continue
-		}
-		if exp := a.Settings.LoginExpiry(p); !exp.IsZero() && now.After(exp) {
-			continue
-		}
-		out = append(out, p)
-	}
-	return out
+	return networkmap.Participants(a, ps, blocked, now)
 }
 
 // loaded returns the serial of the account's loaded state, if any.

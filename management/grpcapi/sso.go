@@ -129,6 +129,10 @@ func (s *Server) checkAccess(ctx context.Context, p account.Peer) (time.Time, er
 		if acc, err = at.Account(ctx); err != nil {
 			return err
 		}
+		// Its stored state: connected or not decides inactivity.
+		if cur, err := at.Peer(ctx, p.ID); err == nil {
+			p = cur
+		}
 		user, err = at.User(ctx, p.UserID)
 		if errors.Is(err, store.ErrNotFound) {
 			err = nil
@@ -142,7 +146,7 @@ func (s *Server) checkAccess(ctx context.Context, p account.Peer) (time.Time, er
 		return time.Time{}, status.Error(codes.PermissionDenied, peers.ErrUserBlocked.Error())
 	}
 	exp := acc.Settings.LoginExpiry(p)
-	if !exp.IsZero() && s.o.Now().After(exp) {
+	if acc.Settings.Expired(p, s.o.Now()) {
 		return time.Time{}, status.Error(codes.PermissionDenied, peers.ErrLoginExpired.Error())
 	}
 	return exp, nil

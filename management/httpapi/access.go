@@ -9,18 +9,21 @@ import (
 
 	"github.com/wiremesh/wiremesh/management/access"
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/auth"
 	"github.com/wiremesh/wiremesh/management/setupkey"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/users"
 )
 
 // The resources of access control: groups, policies, posture checks and
-// setup keys. Reads are open to every user of the account (the dashboard
-// shows groups to all); changes need the admin role.
+// setup keys. Who may read and change them is the role table's
+// (permissions.go); a regular user reads groups with only its own peers
+// in them.
 
-// adminDelete runs a deletion that needs the admin role and answers {}.
-func adminDelete(w http.ResponseWriter, caller account.User, del func() error) error {
-	if err := requireAdmin(caller); err != nil {
+// adminDelete runs a deletion the caller's role must allow on every
+// object of module and answers {}.
+func adminDelete(w http.ResponseWriter, caller account.User, m auth.Module, del func() error) error {
+	if err := requireAll(caller, m, auth.Delete); err != nil {
 		return err
 	}
 	if err := del(); err != nil {
@@ -64,7 +67,7 @@ func (a *API) accessView(r *http.Request, caller account.User) (accessView, erro
 		}
 		ps, err := at.Peers(r.Context())
 		for _, p := range ps {
-			if caller.Role.IsAdmin() || p.UserID == caller.ID {
+			if seesAll(caller, auth.Peers) || p.UserID == caller.ID {
 				v.peers[p.ID] = p
 			}
 		}
@@ -133,7 +136,7 @@ func (a *API) getGroup(w http.ResponseWriter, r *http.Request, caller account.Us
 }
 
 func (a *API) putGroup(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	if err := requireAdmin(caller); err != nil {
+	if err := requireAll(caller, auth.Groups, writeOp(r)); err != nil {
 		return err
 	}
 	var req struct {
@@ -159,7 +162,7 @@ func (a *API) putGroup(w http.ResponseWriter, r *http.Request, caller account.Us
 }
 
 func (a *API) deleteGroup(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	return adminDelete(w, caller, func() error {
+	return adminDelete(w, caller, auth.Groups, func() error {
 		return a.o.Access.DeleteGroup(r.Context(), caller.AccountID, account.GroupID(r.PathValue("groupId")), string(caller.ID))
 	})
 }
@@ -280,10 +283,11 @@ type ruleJSON struct {
 	Protocol      string          `json:"protocol"`
 	Ports         []string        `json:"ports,omitempty"`
 	PortRanges    []portRangeJSON `json:"port_ranges,omitempty"`
-	Sources       []groupMinimum  `json:"sources"`
-	Destinations  []groupMinimum  `json:"destinations"`
-	SourceRes     *resourceJSON   `json:"sourceResource,omitempty"`
-	DestRes       *resourceJSON   `json:"destinationResource,omitempty"`
+	// Sources and Destinations are absent on a side given as a resource.
+	Sources      *[]groupMinimum `json:"sources,omitempty"`
+	Destinations *[]groupMinimum `json:"destinations,omitempty"`
+	SourceRes    *resourceJSON   `json:"sourceResource,omitempty"`
+	DestRes      *resourceJSON   `json:"destinationResource,omitempty"`
 }
 
 type policyJSON struct {
@@ -300,14 +304,14 @@ func (v accessView) policy(p account.Policy) policyJSON {
 	if out.PostureChecks == nil {
 		out.PostureChecks = []string{}
 	}
-	groups := func(ids []account.GroupID) []groupMinimum {
+	groups := func(ids []account.GroupID) *[]groupMinimum {
 		gs := []groupMinimum{}
 		for _, id := range ids {
 			if g, ok := v.minimum(id); ok {
 				gs = append(gs, g)
 			}
 		}
-		return gs
+		return &gs
 	}
 	for _, r := range p.Rules {
 		j := ruleJSON{ID: r.ID, Name: r.Name, Enabled: r.Enabled, Action: r.Action, Bidirectional: r.Bidirectional, Protocol: r.Protocol,
@@ -373,7 +377,7 @@ func (a *API) getPolicy(w http.ResponseWriter, r *http.Request, caller account.U
 }
 
 func (a *API) putPolicy(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	if err := requireAdmin(caller); err != nil {
+	if err := requireAll(caller, auth.Policies, writeOp(r)); err != nil {
 		return err
 	}
 	var req policyRequest
@@ -401,7 +405,7 @@ func (a *API) putPolicy(w http.ResponseWriter, r *http.Request, caller account.U
 }
 
 func (a *API) deletePolicy(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	return adminDelete(w, caller, func() error {
+	return adminDelete(w, caller, auth.Policies, func() error {
 		return a.o.Access.DeletePolicy(r.Context(), caller.AccountID, account.PolicyID(r.PathValue("policyId")), string(caller.ID))
 	})
 }
@@ -451,7 +455,7 @@ func (a *API) getPosture(w http.ResponseWriter, r *http.Request, caller account.
 }
 
 func (a *API) putPosture(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	if err := requireAdmin(caller); err != nil {
+	if err := requireAll(caller, auth.Policies, writeOp(r)); err != nil {
 		return err
 	}
 	var req postureJSON
@@ -467,7 +471,7 @@ func (a *API) putPosture(w http.ResponseWriter, r *http.Request, caller account.
 }
 
 func (a *API) deletePosture(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	return adminDelete(w, caller, func() error {
+	return adminDelete(w, caller, auth.Policies, func() error {
 		return a.o.Access.DeletePostureCheck(r.Context(), caller.AccountID, account.PostureCheckID(r.PathValue("postureCheckId")), string(caller.ID))
 	})
 }
@@ -529,7 +533,7 @@ func (a *API) setupKeys(r *http.Request, acc account.ID) ([]account.SetupKey, er
 }
 
 func (a *API) listSetupKeys(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	if err := requireAdmin(caller); err != nil {
+	if err := requireAll(caller, auth.SetupKeys, auth.Read); err != nil {
 		return err
 	}
 	ks, err := a.setupKeys(r, caller.AccountID)
@@ -544,7 +548,7 @@ func (a *API) listSetupKeys(w http.ResponseWriter, r *http.Request, caller accou
 }
 
 func (a *API) getSetupKey(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	if err := requireAdmin(caller); err != nil {
+	if err := requireAll(caller, auth.SetupKeys, auth.Read); err != nil {
 		return err
 	}
 	ks, err := a.setupKeys(r, caller.AccountID)
@@ -560,7 +564,7 @@ func (a *API) getSetupKey(w http.ResponseWriter, r *http.Request, caller account
 }
 
 func (a *API) createSetupKey(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	if err := requireAdmin(caller); err != nil {
+	if err := requireAll(caller, auth.SetupKeys, auth.Create); err != nil {
 		return err
 	}
 	var req struct {
@@ -597,7 +601,7 @@ func (a *API) createSetupKey(w http.ResponseWriter, r *http.Request, caller acco
 }
 
 func (a *API) updateSetupKey(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	if err := requireAdmin(caller); err != nil {
+	if err := requireAll(caller, auth.SetupKeys, auth.Update); err != nil {
 		return err
 	}
 	var req struct {
@@ -615,7 +619,7 @@ func (a *API) updateSetupKey(w http.ResponseWriter, r *http.Request, caller acco
 }
 
 func (a *API) deleteSetupKey(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	return adminDelete(w, caller, func() error {
+	return adminDelete(w, caller, auth.SetupKeys, func() error {
 		return a.o.Access.DeleteSetupKey(r.Context(), caller.AccountID, account.SetupKeyID(r.PathValue("keyId")), string(caller.ID))
 	})
 }

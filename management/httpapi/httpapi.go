@@ -23,6 +23,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/access"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/auth"
+	"github.com/wiremesh/wiremesh/management/idp"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/users"
@@ -45,13 +46,21 @@ type Options struct {
 	Access *access.Service
 	// JWT verifies bearer tokens; nil accepts personal access tokens only.
 	JWT TokenVerifier
-	Log *slog.Logger
+	// IdPs administers upstream identity providers of the built-in
+	// provider (nil: it is off, and /api/identity-providers answers 412).
+	IdPs *idp.Providers
+	// DashboardOrigins are the origins (scheme://host[:port]) whose
+	// browsers may call the API cross-origin; none by default. Check them
+	// with ParseOrigins.
+	DashboardOrigins []string
+	Log              *slog.Logger
 }
 
 // API is the REST handler.
 type API struct {
-	o   Options
-	mux *http.ServeMux
+	o     Options
+	table []route
+	cors  cors
 }
 
 // New builds the API.
@@ -59,7 +68,7 @@ func New(o Options) *API {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	a := &API{o: o, mux: http.NewServeMux()}
+	a := &API{o: o, cors: newCORS(o.DashboardOrigins)}
 	a.routes()
 	return a
 }
@@ -68,26 +77,13 @@ type handler func(w http.ResponseWriter, r *http.Request, caller account.User) e
 
 func (a *API) routes() {
 	open := func(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
-		a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			if err := h(w, r); err != nil {
-				a.fail(w, r, err)
-			}
-		})
+		a.add(pattern, true, func(w http.ResponseWriter, r *http.Request, _ account.User) error { return h(w, r) })
 	}
-	authed := func(pattern string, h handler) {
-		a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			caller, err := a.authenticate(r)
-			if err == nil {
-				err = h(w, r, caller)
-			}
-			if err != nil {
-				a.fail(w, r, err)
-			}
-		})
-	}
+	authed := func(pattern string, h handler) { a.add(pattern, false, a.viewGate(pattern, h)) }
 	open("GET /api/instance", a.instance)
+	authed("GET /api/instance/version", a.instanceVersion)
 	open("POST /api/setup", a.setup)
-	open("POST /api/users/invites/{id}/accept", a.acceptInvite)
+	open("POST /api/users/invites/{token}/accept", a.acceptInvite)
 
 	authed("GET /api/users", a.listUsers)
 	authed("POST /api/users", a.createUser)
@@ -96,40 +92,28 @@ func (a *API) routes() {
 	authed("PUT /api/users/{userId}", a.updateUser)
 	authed("DELETE /api/users/{userId}", a.deleteUser)
 	authed("PUT /api/users/{userId}/password", a.changePassword)
-	// GET /api/users/invites/{token} (public) and GET /api/users/{userId}/tokens
-	// share a shape; one route tells them apart.
-	a.mux.HandleFunc("GET /api/users/{a}/{b}", func(w http.ResponseWriter, r *http.Request) {
-		var err error
-		switch {
-		case r.PathValue("a") == "invites":
-			err = a.inviteInfo(w, r)
-		case r.PathValue("b") == "tokens":
-			var caller account.User
-			if caller, err = a.authenticate(r); err == nil {
-				err = a.listTokens(w, r, caller)
-			}
-		default:
-			err = errNoRoute
-		}
-		if err != nil {
-			a.fail(w, r, err)
-		}
-	})
+	authed("POST /api/users/{userId}/invite", a.resendInvite)
+	authed("POST /api/users/{userId}/approve", a.approveUser)
+	authed("DELETE /api/users/{userId}/reject", a.rejectUser)
+	open("GET /api/users/invites/{inviteId}", a.inviteInfo) // the parameter is the token: one name per template
+	authed("GET /api/users/{userId}/tokens", a.listTokens)
 	authed("POST /api/users/{userId}/tokens", a.createToken)
 	authed("GET /api/users/{userId}/tokens/{tokenId}", a.getToken)
 	authed("DELETE /api/users/{userId}/tokens/{tokenId}", a.deleteToken)
 	authed("GET /api/users/invites", a.listInvites)
 	authed("POST /api/users/invites", a.createInvite)
-	authed("DELETE /api/users/invites/{id}", a.deleteInvite)
-	authed("POST /api/users/invites/{id}/regenerate", a.regenerateInvite)
+	authed("DELETE /api/users/invites/{inviteId}", a.deleteInvite)
+	authed("POST /api/users/invites/{inviteId}/regenerate", a.regenerateInvite)
 
 	authed("GET /api/accounts", a.listAccounts)
 	authed("PUT /api/accounts/{accountId}", a.updateAccount)
+	authed("DELETE /api/accounts/{accountId}", a.deleteAccount)
 
 	authed("GET /api/peers", a.listPeers)
 	authed("GET /api/peers/{peerId}", a.getPeer)
 	authed("PUT /api/peers/{peerId}", a.updatePeer)
 	authed("DELETE /api/peers/{peerId}", a.deletePeer)
+	authed("GET /api/peers/{peerId}/accessible-peers", a.accessiblePeers)
 
 	authed("GET /api/groups", a.listGroups)
 	authed("POST /api/groups", a.putGroup)
@@ -155,10 +139,12 @@ func (a *API) routes() {
 	// (an empty list, as the reference answers without one).
 	authed("GET /api/locations/countries", func(w http.ResponseWriter, _ *http.Request, _ account.User) error { return ok(w, []any{}) })
 
+	a.idpRoutes(authed)
+
 	authed("GET /api/events/audit", a.events)
 	authed("GET /api/events", a.events)
 
-	open("/api/", func(http.ResponseWriter, *http.Request) error { return errNoRoute })
+	open("GET /api/openapi.json", a.openAPI)
 }
 
 var errNoRoute = errors.New("no such API endpoint")
@@ -168,8 +154,13 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := make([]byte, 10)
 	_, _ = rand.Read(id)
 	w.Header().Set("X-Request-Id", hex.EncodeToString(id))
+	if a.cors.handle(w, r) {
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
-	a.mux.ServeHTTP(w, r)
+	if err := a.dispatch(w, r); err != nil {
+		a.fail(w, r, err)
+	}
 }
 
 // authenticate reads the Authorization header.
@@ -214,6 +205,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := http.StatusInternalServerError
 	msg := "internal server error"
 	var mbe *http.MaxBytesError
+	var nm errNoMethod
 	switch {
 	case errors.As(err, &mbe):
 		code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBody)
@@ -221,13 +213,18 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusBadRequest, err.Error()
 	case errors.Is(err, errNoRoute):
 		code, msg = http.StatusNotFound, err.Error()
+	case errors.As(err, &nm):
+		w.Header().Set("Allow", strings.Join(nm.allow, ", "))
+		code, msg = http.StatusMethodNotAllowed, err.Error()
 	case errors.Is(err, users.ErrUnauthenticated):
 		code, msg = http.StatusUnauthorized, err.Error()
 	case errors.Is(err, users.ErrTooManyAttempts):
 		code, msg = http.StatusTooManyRequests, err.Error()
 	case errors.Is(err, users.ErrBlocked):
 		code, msg = http.StatusForbidden, "user is blocked"
-	case errors.Is(err, users.ErrForbidden):
+	case errors.Is(err, users.ErrPendingApproval):
+		code, msg = http.StatusForbidden, users.ErrPendingApproval.Error()
+	case errors.Is(err, users.ErrForbidden), errors.Is(err, idp.ErrForbidden):
 		code, msg = http.StatusForbidden, err.Error()
 	case errors.Is(err, access.ErrInvalid):
 		code, msg = http.StatusUnprocessableEntity, err.Error()
@@ -239,9 +236,9 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusNotFound, "not found"
 	case errors.Is(err, users.ErrConflict), errors.Is(err, store.ErrConflict):
 		code, msg = http.StatusConflict, err.Error()
-	case errors.Is(err, users.ErrSetupDone), errors.Is(err, users.ErrNoLocalIdP), errors.Is(err, users.ErrExpired):
+	case errors.Is(err, users.ErrSetupDone), errors.Is(err, users.ErrNoLocalIdP), errors.Is(err, users.ErrExpired), errors.Is(err, users.ErrNoInviteDelivery):
 		code, msg = http.StatusPreconditionFailed, err.Error()
-	case errors.Is(err, users.ErrInvalid):
+	case errors.Is(err, users.ErrInvalid), errors.Is(err, peers.ErrInvalid), errors.Is(err, idp.ErrInvalid):
 		code, msg = http.StatusUnprocessableEntity, err.Error()
 	case errors.Is(err, auth.ErrIdPUnusable), errors.Is(err, store.ErrUnavailable):
 		code, msg = http.StatusServiceUnavailable, err.Error()

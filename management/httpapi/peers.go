@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/auth"
+	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/users"
 )
@@ -23,6 +25,9 @@ type groupMinimum struct {
 	ID         string `json:"id"`
 	Name       string `json:"name"`
 	PeersCount int    `json:"peers_count"`
+	// ResourcesCount counts network resources, which this server does not
+	// have yet: always 0.
+	ResourcesCount int `json:"resources_count"`
 }
 
 type peerJSON struct {
@@ -76,7 +81,7 @@ func (a *API) visible(ctx context.Context, caller account.User) (peerView, error
 		if v.groups, err = at.Groups(ctx); err != nil {
 			return err
 		}
-		if caller.Role.IsAdmin() {
+		if seesAll(caller, auth.Peers) {
 			v.peers, err = at.Peers(ctx)
 		} else {
 			v.peers, err = at.UserPeers(ctx, caller.ID)
@@ -106,7 +111,6 @@ func (v peerView) toPeer(p account.Peer, now time.Time) peerJSON {
 			groups = append(groups, groupMinimum{ID: string(g.ID), Name: g.Name, PeersCount: n})
 		}
 	}
-	exp := v.acc.Settings.LoginExpiry(p)
 	os := p.Meta.OS
 	if p.Meta.OSVersion != "" {
 		os += " " + p.Meta.OSVersion
@@ -114,8 +118,8 @@ func (v peerView) toPeer(p account.Peer, now time.Time) peerJSON {
 	return peerJSON{ID: string(p.ID), Name: p.Name, CreatedAt: ts(p.CreatedAt), IP: p.IP.String(), Connected: p.Connected, LastSeen: ts(p.LastSeen),
 		OS: os, KernelVersion: p.Meta.KernelVersion, Version: p.Meta.NetbirdVersion, UIVersion: p.Meta.UIVersion, Groups: groups,
 		UserID: string(p.UserID), Hostname: p.Meta.Hostname, DNSLabel: p.FQDN(v.acc.Domain), LoginExpirationEnabled: p.LoginExpirationEnabled,
-		LoginExpired: !exp.IsZero() && now.After(exp), LastLogin: ts(p.LastLogin), SerialNumber: p.Meta.SerialNumber,
-		ExtraDNSLabels: []string{}, Ephemeral: p.Ephemeral}
+		LoginExpired: v.acc.Settings.Expired(p, now), LastLogin: ts(p.LastLogin), SerialNumber: p.Meta.SerialNumber,
+		ExtraDNSLabels: []string{}, Ephemeral: p.Ephemeral, ApprovalRequired: p.ApprovalRequired}
 }
 
 func (a *API) listPeers(w http.ResponseWriter, r *http.Request, caller account.User) error {
@@ -124,13 +128,20 @@ func (a *API) listPeers(w http.ResponseWriter, r *http.Request, caller account.U
 		return err
 	}
 	name, ip := r.URL.Query().Get("name"), r.URL.Query().Get("ip")
+	ix, err := a.reachIndex(r.Context(), caller.AccountID)
+	if err != nil {
+		return err
+	}
 	now := time.Now()
 	out := []peerJSON{}
 	for _, p := range v.peers {
 		if (name != "" && p.Name != name) || (ip != "" && p.IP.String() != ip) {
 			continue
 		}
-		out = append(out, v.toPeer(p, now))
+		j := v.toPeer(p, now)
+		n := accessibleCount(ix, p.ID)
+		j.AccessiblePeersCount = &n
+		out = append(out, j)
 	}
 	return ok(w, out)
 }
@@ -162,6 +173,8 @@ func (a *API) updatePeer(w http.ResponseWriter, r *http.Request, caller account.
 		Name                   string `json:"name"`
 		SSHEnabled             bool   `json:"ssh_enabled"`
 		LoginExpirationEnabled bool   `json:"login_expiration_enabled"`
+		// ApprovalRequired false approves a pending peer (admins only).
+		ApprovalRequired *bool `json:"approval_required"`
 	}
 	if err := decode(r, &req); err != nil {
 		return err
@@ -171,10 +184,14 @@ func (a *API) updatePeer(w http.ResponseWriter, r *http.Request, caller account.
 	if err != nil {
 		return err
 	}
-	if !caller.Role.IsAdmin() && req.LoginExpirationEnabled != cur.LoginExpirationEnabled {
+	if auth.Can(caller, auth.Peers, auth.Update) != auth.All && req.LoginExpirationEnabled != cur.LoginExpirationEnabled {
 		return fmt.Errorf("%w: only admins change a peer's login expiration", users.ErrForbidden)
 	}
-	if _, err := a.o.Peers.Update(r.Context(), caller.AccountID, id, req.Name, req.LoginExpirationEnabled, string(caller.ID)); err != nil {
+	if auth.Can(caller, auth.Peers, auth.Update) != auth.All && req.ApprovalRequired != nil && *req.ApprovalRequired != cur.ApprovalRequired {
+		return fmt.Errorf("%w: only admins approve peers", users.ErrForbidden)
+	}
+	in := peers.UpdateInput{Name: req.Name, LoginExpiration: req.LoginExpirationEnabled, ApprovalRequired: req.ApprovalRequired}
+	if _, err := a.o.Peers.Update(r.Context(), caller.AccountID, id, in, string(caller.ID)); err != nil {
 		return err
 	}
 	v, p, err := a.peer(r.Context(), caller, id)
@@ -210,7 +227,7 @@ type eventJSON struct {
 }
 
 func (a *API) events(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	if err := requireAdmin(caller); err != nil {
+	if err := requireAll(caller, auth.Events, auth.Read); err != nil {
 		return err
 	}
 	var (
@@ -239,7 +256,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, caller account.User
 			meta = map[string]string{}
 		}
 		u := byID[e.Initiator]
-		out = append(out, eventJSON{ID: fmt.Sprint(e.ID), Timestamp: ts(e.At), Activity: e.Activity, ActivityCode: e.Activity,
+		out = append(out, eventJSON{ID: fmt.Sprint(e.ID), Timestamp: ts(e.At), Activity: account.ActivityText(e.Activity), ActivityCode: e.Activity,
 			InitiatorID: e.Initiator, InitiatorName: u.Name, InitiatorEmail: u.Email, TargetID: e.Target, Meta: meta})
 	}
 	return ok(w, out)

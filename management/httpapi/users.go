@@ -6,7 +6,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/users"
 )
 
@@ -28,29 +30,9 @@ type userJSON struct {
 	Permissions     *permissions `json:"permissions,omitempty"`
 }
 
-type permissions struct {
-	IsRestricted bool                       `json:"is_restricted"`
-	Modules      map[string]map[string]bool `json:"modules"`
-}
-
-var modules = []string{"networks", "peers", "remote_jobs", "groups", "settings", "accounts", "dns", "nameservers", "events",
-	"policies", "routes", "users", "setup_keys", "pats", "identity_providers", "services"}
-
-// permissionsOf says what the dashboard may show: admins everything, users
-// their own peers and tokens.
-func permissionsOf(u account.User) *permissions {
-	p := &permissions{IsRestricted: !u.Role.IsAdmin(), Modules: map[string]map[string]bool{}}
-	for _, m := range modules {
-		all := u.Role.IsAdmin()
-		own := m == "peers" || m == "pats"
-		p.Modules[m] = map[string]bool{"read": all || own || m == "users", "create": all || m == "pats", "update": all || own, "delete": all || own}
-	}
-	return p
-}
-
 func toUser(u account.User, caller account.User) userJSON {
 	status := "active"
-	if u.Blocked {
+	if u.Blocked || u.PendingApproval {
 		status = "blocked"
 	}
 	groups := u.AutoGroups
@@ -62,7 +44,7 @@ func toUser(u account.User, caller account.User) userJSON {
 		issued = "integration"
 	}
 	return userJSON{ID: string(u.ID), Email: u.Email, Name: u.Name, Role: string(u.Role), Status: status, AutoGroups: groups,
-		IsBlocked: u.Blocked, IsCurrent: u.ID == caller.ID, IsServiceUser: u.ServiceUser, LastLogin: ts(u.LastLogin), Issued: issued}
+		IsBlocked: u.Blocked || u.PendingApproval, PendingApproval: u.PendingApproval, IsCurrent: u.ID == caller.ID, IsServiceUser: u.ServiceUser, LastLogin: ts(u.LastLogin), Issued: issued}
 }
 
 func (a *API) instance(w http.ResponseWriter, r *http.Request) error {
@@ -116,9 +98,18 @@ func (a *API) listUsers(w http.ResponseWriter, r *http.Request, caller account.U
 	return ok(w, out)
 }
 
-func (a *API) currentUser(w http.ResponseWriter, _ *http.Request, caller account.User) error {
+func (a *API) currentUser(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	var acc account.Account
+	err := a.o.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		acc, err = tx.In(caller.AccountID).Account(r.Context())
+		return err
+	})
+	if err != nil {
+		return err
+	}
 	u := toUser(caller, caller)
-	u.Permissions = permissionsOf(caller)
+	u.Permissions = a.permissionsOf(caller, acc.Settings)
 	return ok(w, u)
 }
 
@@ -205,7 +196,7 @@ func toToken(t account.Token) tokenJSON {
 }
 
 func (a *API) listTokens(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	ts, err := a.o.Users.Tokens(r.Context(), caller, account.UserID(r.PathValue("a")))
+	ts, err := a.o.Users.Tokens(r.Context(), caller, account.UserID(r.PathValue("userId")))
 	if err != nil {
 		return err
 	}
@@ -307,7 +298,7 @@ func (a *API) createInvite(w http.ResponseWriter, r *http.Request, caller accoun
 }
 
 func (a *API) deleteInvite(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	if err := a.o.Users.DeleteInvite(r.Context(), caller, account.InviteID(r.PathValue("id"))); err != nil {
+	if err := a.o.Users.DeleteInvite(r.Context(), caller, account.InviteID(r.PathValue("inviteId"))); err != nil {
 		return err
 	}
 	return ok(w, struct{}{})
@@ -326,7 +317,7 @@ func (a *API) regenerateInvite(w http.ResponseWriter, r *http.Request, caller ac
 	if err != nil {
 		return err
 	}
-	v, token, err := a.o.Users.RegenerateInvite(r.Context(), caller, account.InviteID(r.PathValue("id")), ttl)
+	v, token, err := a.o.Users.RegenerateInvite(r.Context(), caller, account.InviteID(r.PathValue("inviteId")), ttl)
 	if err != nil {
 		return err
 	}
@@ -335,7 +326,7 @@ func (a *API) regenerateInvite(w http.ResponseWriter, r *http.Request, caller ac
 }
 
 func (a *API) inviteInfo(w http.ResponseWriter, r *http.Request) error {
-	info, err := a.o.Users.LookupInvite(r.Context(), r.PathValue("b"))
+	info, err := a.o.Users.LookupInvite(r.Context(), r.PathValue("inviteId"))
 	if err != nil {
 		return err
 	}
@@ -350,7 +341,7 @@ func (a *API) acceptInvite(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	if _, err := a.o.Users.AcceptInvite(r.Context(), r.PathValue("id"), req.Password); err != nil {
+	if _, err := a.o.Users.AcceptInvite(r.Context(), r.PathValue("token"), req.Password); err != nil {
 		return err
 	}
 	return ok(w, map[string]bool{"success": true})
@@ -363,4 +354,35 @@ func inviteTTL(secs int) (time.Duration, error) {
 		return 0, fmt.Errorf("%w: expires_in must be 0 (the default) to %d seconds", users.ErrInvalid, int64(users.MaxInviteTTL/time.Second))
 	}
 	return time.Duration(secs) * time.Second, nil
+}
+
+// --- approval, invitations by the identity provider, version ---
+
+func (a *API) approveUser(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	u, err := a.o.Users.Approve(r.Context(), caller, account.UserID(r.PathValue("userId")))
+	if err != nil {
+		return err
+	}
+	return ok(w, toUser(u, caller))
+}
+
+func (a *API) rejectUser(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	if err := a.o.Users.Reject(r.Context(), caller, account.UserID(r.PathValue("userId"))); err != nil {
+		return err
+	}
+	return ok(w, struct{}{})
+}
+
+func (a *API) resendInvite(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	if err := a.o.Users.ResendInvite(r.Context(), caller, account.UserID(r.PathValue("userId"))); err != nil {
+		return err
+	}
+	return ok(w, struct{}{})
+}
+
+// instanceVersion reports this server's version. Whether a newer one
+// exists would need asking GitHub, which this server does not do: no
+// update is reported and the available versions are left out (unknown).
+func (a *API) instanceVersion(w http.ResponseWriter, _ *http.Request, _ account.User) error {
+	return ok(w, map[string]any{"management_current_version": version.Version, "management_update_available": false})
 }

@@ -26,6 +26,7 @@ type Change struct {
 // must be computed whole.
 func PeerLocal(old, ix *Index) (changes []Change, ok bool) {
 	if old.acc.ID != ix.acc.ID || old.acc.Domain != ix.acc.Domain || old.acc.Network != ix.acc.Network ||
+		FlagsOf(old.acc.Settings) != FlagsOf(ix.acc.Settings) ||
 		old.allowAll != ix.allowAll || !reflect.DeepEqual(old.checks, ix.checks) || len(old.rules) != len(ix.rules) {
 		return nil, false
 	}
@@ -111,7 +112,7 @@ func (ix *Index) Serial() uint64 { return ix.acc.Serial }
 // Pair is self's map restricted to other: whether it lists other, and its
 // firewall rules about other, exactly as Compute gives them.
 func (ix *Index) Pair(self, other account.PeerID) (visible bool, rules []FirewallRule) {
-	if self == other || !ix.Has(self) || !ix.Has(other) {
+	if self == other || !ix.Has(self) || !ix.Has(other) || ix.byID[self].ApprovalRequired || ix.byID[other].ApprovalRequired {
 		return false, nil
 	}
 	visible = ix.allowAll

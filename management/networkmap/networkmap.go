@@ -53,6 +53,25 @@ type Map struct {
 	// CheckFiles are the paths the peer must report on for the account's
 	// process posture checks.
 	CheckFiles []string
+	// Flags are the account settings the peer's client applies.
+	Flags Flags
+}
+
+// Flags are the account settings passed to clients in their peer config.
+type Flags struct {
+	// LazyConnection: connect to a peer only when traffic needs it.
+	LazyConnection bool
+	// RoutingPeerDNS: routing peers resolve DNS for the routes they serve.
+	RoutingPeerDNS bool
+}
+
+// FlagsOf returns the client-facing flags of an account's settings.
+func FlagsOf(s account.Settings) Flags {
+	return Flags{LazyConnection: s.LazyConnectionEnabled, RoutingPeerDNS: s.RoutingPeerDNSResolutionEnabled}
+}
+
+func (f Flags) String() string {
+	return fmt.Sprintf("lazy=%t,rdns=%t", f.LazyConnection, f.RoutingPeerDNS)
 }
 
 // Address is the peer's overlay address with the account's prefix length,
@@ -68,11 +87,14 @@ type Access struct {
 	PostureChecks []account.PostureCheck
 }
 
-// members resolves each group to its peers (All: every peer).
+// members resolves each group to its peers (All: every peer). Peers
+// pending approval belong to no group: no rule names them.
 func (a Access) members(peers []account.Peer) map[account.GroupID]map[account.PeerID]bool {
 	known := make(map[account.PeerID]bool, len(peers))
 	for _, p := range peers {
-		known[p.ID] = true
+		if !p.ApprovalRequired {
+			known[p.ID] = true
+		}
 	}
 	out := make(map[account.GroupID]map[account.PeerID]bool, len(a.Groups))
 	for _, g := range a.Groups {
@@ -164,7 +186,7 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 	// side resolves one side of a rule: a single peer, or its groups.
 	side := func(gs []account.GroupID, peer account.PeerID) map[account.PeerID]bool {
 		if peer != "" {
-			if _, ok := ix.byID[peer]; ok {
+			if p, ok := ix.byID[peer]; ok && !p.ApprovalRequired {
 				return map[account.PeerID]bool{peer: true}
 			}
 			return map[account.PeerID]bool{}
@@ -249,7 +271,7 @@ func (ix *Index) Signature(self account.PeerID) (Sig, bool) {
 	if !ok {
 		return Sig{}, false
 	}
-	h := newSig(ix.acc.Domain, ix.acc.Network.String()).add(me.mix(3))
+	h := newSig(ix.acc.Domain, ix.acc.Network.String(), FlagsOf(ix.acc.Settings).String()).add(me.mix(3))
 	if len(ix.checks) > 0 {
 		h = h.add(newSig(posture.Files(ix.checks, ix.byID[self].Meta.GoOS)...).mix(6))
 	}
@@ -293,9 +315,10 @@ func newSig(parts ...string) sig128 {
 	return sig128{a.Sum64(), b.Sum64()}
 }
 
-// record covers what a map shows of a peer.
+// record covers what a map shows of a peer, and whether it is shown at all
+// (a peer pending approval is not).
 func record(p account.Peer) sig128 {
-	return newSig(string(p.ID), p.IP.String(), p.Key.String(), p.DNSLabel, p.SSHPubKey, p.Name)
+	return newSig(string(p.ID), p.IP.String(), p.Key.String(), p.DNSLabel, p.SSHPubKey, p.Name, fmt.Sprint(p.ApprovalRequired))
 }
 
 func ruleSig(pol account.PolicyID, r account.Rule) sig128 {
@@ -309,13 +332,20 @@ func ruleSig(pol account.PolicyID, r account.Rule) sig128 {
 // such rule, an Out rule towards each destination it may reach and an In
 // rule from each source that may reach it (both ways when bidirectional);
 // drop rules are passed on the same way and win in the agent.
+//
+// A peer pending approval gets its own config only: no peers, no rules
+// (so its firewall admits nothing), and no other peer's map lists it.
 func (ix *Index) Compute(self account.PeerID) (Map, bool) {
 	me, ok := ix.byID[self]
 	if !ok {
 		return Map{}, false
 	}
 	m := Map{Serial: ix.acc.Serial, Domain: ix.acc.Domain, Network: ix.acc.Network, Self: me, AllowAll: ix.allowAll,
-		CheckFiles: posture.Files(ix.checks, me.Meta.GoOS)}
+		CheckFiles: posture.Files(ix.checks, me.Meta.GoOS), Flags: FlagsOf(ix.acc.Settings)}
+	if me.ApprovalRequired {
+		m.AllowAll = false
+		return m, true
+	}
 	visible := map[account.PeerID]bool{}
 	add := func(dir Direction, remote account.PeerID, rr *rule) {
 		if remote == self {
@@ -355,7 +385,7 @@ func (ix *Index) Compute(self account.PeerID) (Map, bool) {
 		}
 	}
 	for i := range ix.peers {
-		if p := &ix.peers[i]; p.ID != self && (m.AllowAll || visible[p.ID]) {
+		if p := &ix.peers[i]; p.ID != self && !p.ApprovalRequired && (m.AllowAll || visible[p.ID]) {
 			m.Peers = append(m.Peers, p)
 		}
 	}

@@ -151,10 +151,10 @@ func (s *Service) refresh(ctx context.Context, tx *store.Tx, p account.Peer, in 
 			return p, acc, false, err
 		}
 		if in.User == nil {
-			if exp := acc.Settings.LoginExpiry(p); !exp.IsZero() && now.After(exp) {
+			if acc.Settings.Expired(p, now) {
 				return p, acc, false, ErrLoginExpired
 			}
-		} else if exp := acc.Settings.LoginExpiry(p); !exp.IsZero() && now.After(exp) {
+		} else if acc.Settings.Expired(p, now) {
 			// A renewed login brings an expired peer back into the maps.
 			changed = true
 		}
@@ -197,6 +197,14 @@ func (s *Service) refresh(ctx context.Context, tx *store.Tx, p account.Peer, in 
 	if err := at.UpdatePeer(ctx, p); err != nil {
 		return p, acc, false, err
 	}
+	if p.UserID != "" && in.User != nil {
+		// The user authenticated again for its peer (SSO), as the
+		// reference records it.
+		if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "user.peer.login", Initiator: string(p.UserID), Target: string(p.ID),
+			Meta: map[string]string{"name": p.Name}}); err != nil {
+			return p, acc, false, err
+		}
+	}
 	if changed {
 		if acc.Serial, err = at.BumpSerial(ctx); err != nil {
 			return p, acc, false, err
@@ -221,10 +229,11 @@ func (s *Service) register(ctx context.Context, tx *store.Tx, in LoginInput, now
 		return account.Peer{}, account.Account{}, err
 	}
 	at := tx.In(sk.AccountID)
-	// Network and domain never change: no lock needed to read them. The
-	// address and label are picked optimistically and inserted only if
-	// still free, so registrations in one account do not queue behind each
-	// other until the last statements (the key use and the serial bump).
+	// The network is read without a lock (sameNetwork checks it again once
+	// the serial bump holds the account row). The address and label are
+	// picked optimistically and inserted only if still free, so
+	// registrations in one account do not queue behind each other until
+	// the last statements (the key use and the serial bump).
 	acc, err := at.Account(ctx)
 	if err != nil {
 		return account.Peer{}, account.Account{}, err
@@ -245,6 +254,8 @@ func (s *Service) register(ctx context.Context, tx *store.Tx, in LoginInput, now
 		CreatedAt:  now,
 		LastLogin:  now,
 		LastSeen:   now,
+		// With peer approval on, the peer waits for an admin.
+		ApprovalRequired: acc.Settings.Extra.PeerApprovalEnabled,
 	}
 	if err := s.insert(ctx, tx, at, acc, &p, sk.AutoGroups); err != nil {
 		return account.Peer{}, account.Account{}, err
@@ -261,11 +272,14 @@ func (s *Service) register(ctx context.Context, tx *store.Tx, in LoginInput, now
 	if acc.Serial, err = at.BumpSerial(ctx); err != nil {
 		return account.Peer{}, account.Account{}, err
 	}
-	if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "peer.add", Initiator: "setupkey:" + string(sk.ID), Target: string(p.ID),
-		Meta: map[string]string{"name": p.Name, "ip": p.IP.String(), "setup_key": sk.Name}}); err != nil {
+	if err := sameNetwork(ctx, at, acc); err != nil {
 		return account.Peer{}, account.Account{}, err
 	}
-	s.log.Info("peer registered", "peer", p.ID, "ip", p.IP, "name", p.Name, "setup_key", sk.ID)
+	if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "peer.setupkey.add", Initiator: "setupkey:" + string(sk.ID), Target: string(p.ID),
+		Meta: pendingMeta(p, map[string]string{"name": p.Name, "ip": p.IP.String(), "setup_key": sk.Name})}); err != nil {
+		return account.Peer{}, account.Account{}, err
+	}
+	s.log.Info("peer registered", "peer", p.ID, "ip", p.IP, "name", p.Name, "setup_key", sk.ID, "pending_approval", p.ApprovalRequired)
 	return p, acc, nil
 }
 
@@ -335,18 +349,22 @@ func (s *Service) registerUser(ctx context.Context, tx *store.Tx, in LoginInput,
 		name = "peer"
 	}
 	p := account.Peer{ID: account.PeerID(uuid.NewString()), AccountID: acc.ID, Key: in.Key, Name: name, Meta: in.Meta, SSHPubKey: in.SSHPubKey,
-		UserID: u.ID, LoginExpirationEnabled: true, CreatedAt: now, LastLogin: now, LastSeen: now}
+		UserID: u.ID, LoginExpirationEnabled: true, CreatedAt: now, LastLogin: now, LastSeen: now,
+		ApprovalRequired: acc.Settings.Extra.PeerApprovalEnabled}
 	if err := s.insert(ctx, tx, at, acc, &p, u.AutoGroups); err != nil {
 		return account.Peer{}, account.Account{}, err
 	}
 	if acc.Serial, err = at.BumpSerial(ctx); err != nil {
 		return account.Peer{}, account.Account{}, err
 	}
-	if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "peer.user.add", Initiator: string(u.ID), Target: string(p.ID),
-		Meta: map[string]string{"name": p.Name, "ip": p.IP.String(), "email": u.Email}}); err != nil {
+	if err := sameNetwork(ctx, at, acc); err != nil {
 		return account.Peer{}, account.Account{}, err
 	}
-	s.log.Info("peer registered by user", "peer", p.ID, "ip", p.IP, "name", p.Name, "user", u.ID)
+	if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "peer.user.add", Initiator: string(u.ID), Target: string(p.ID),
+		Meta: pendingMeta(p, map[string]string{"name": p.Name, "ip": p.IP.String(), "email": u.Email})}); err != nil {
+		return account.Peer{}, account.Account{}, err
+	}
+	s.log.Info("peer registered by user", "peer", p.ID, "ip", p.IP, "name", p.Name, "user", u.ID, "pending_approval", p.ApprovalRequired)
 	return p, acc, nil
 }
 
@@ -393,7 +411,7 @@ func (s *Service) Delete(ctx context.Context, acc account.ID, id account.PeerID,
 		if _, err = at.BumpSerial(ctx); err != nil {
 			return err
 		}
-		_, err = at.InsertEvent(ctx, account.Event{At: s.now().UTC(), Activity: "peer.delete", Initiator: initiator, Target: string(id),
+		_, err = at.InsertEvent(ctx, account.Event{At: s.now().UTC(), Activity: "user.peer.delete", Initiator: initiator, Target: string(id),
 			Meta: map[string]string{"name": p.Name, "ip": p.IP.String()}})
 		return err
 	})
@@ -410,38 +428,67 @@ func (s *Service) UpdateMeta(ctx context.Context, k key.Public, meta account.Met
 	return err
 }
 
-// Update renames a peer (its DNS label follows) and switches its login
-// expiration.
-func (s *Service) Update(ctx context.Context, acc account.ID, id account.PeerID, name string, loginExpiration bool, initiator string) (account.Peer, error) {
-	name = strings.TrimSpace(name)
+// UpdateInput is a peer's changeable state (the REST API's PeerRequest).
+type UpdateInput struct {
+	Name            string
+	LoginExpiration bool
+	// ApprovalRequired, when set, approves a pending peer (false) or
+	// makes an approved one pending again (true, only while the account's
+	// peer approval is on). nil leaves it as it is.
+	ApprovalRequired *bool
+}
+
+// Update renames a peer (its DNS label follows), switches its login
+// expiration and approves it or revokes its approval, in one transaction.
+func (s *Service) Update(ctx context.Context, acc account.ID, id account.PeerID, in UpdateInput, initiator string) (account.Peer, error) {
+	name := strings.TrimSpace(in.Name)
 	if name == "" || len(name) > 255 {
 		return account.Peer{}, fmt.Errorf("%w: a peer name must have 1 to 255 characters", ErrInvalid)
 	}
 	var p account.Peer
 	err := s.store.Tx(ctx, func(tx *store.Tx) error {
 		at := tx.In(acc)
-		if _, err := at.Lock(ctx); err != nil {
+		a, err := at.Lock(ctx)
+		if err != nil {
 			return err
 		}
-		var err error
 		if p, err = at.Peer(ctx, id); err != nil {
 			return err
 		}
+		was := p
 		if p.Name != name {
 			if p.DNSLabel, err = freeLabel(ctx, at, dnsname.Label(name), p.ID); err != nil {
 				return err
 			}
 		}
-		p.Name, p.LoginExpirationEnabled = name, loginExpiration && p.UserID != ""
+		p.Name, p.LoginExpirationEnabled = name, in.LoginExpiration && p.UserID != ""
 		if err := at.UpdatePeerName(ctx, p); err != nil {
 			return err
+		}
+		now := s.now().UTC()
+		if in.ApprovalRequired != nil && *in.ApprovalRequired != p.ApprovalRequired {
+			if err := setApproval(ctx, at, a.Settings, &p, *in.ApprovalRequired, initiator, now); err != nil {
+				return err
+			}
 		}
 		if _, err := at.BumpSerial(ctx); err != nil {
 			return err
 		}
-		_, err = at.InsertEvent(ctx, account.Event{At: s.now().UTC(), Activity: "peer.rename", Initiator: initiator, Target: string(id),
-			Meta: map[string]string{"name": name, "dns_label": p.DNSLabel}})
-		return err
+		// One event per change, with the reference's codes.
+		meta := map[string]string{"name": name, "dns_label": p.DNSLabel}
+		var events []string
+		if was.Name != p.Name {
+			events, meta["old_name"] = append(events, "peer.rename"), was.Name
+		}
+		if was.LoginExpirationEnabled != p.LoginExpirationEnabled {
+			events = append(events, map[bool]string{true: "peer.login.expiration.enable", false: "peer.login.expiration.disable"}[p.LoginExpirationEnabled])
+		}
+		for _, activity := range events {
+			if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: activity, Initiator: initiator, Target: string(id), Meta: meta}); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return account.Peer{}, fmt.Errorf("update peer %s: %w", id, err)
@@ -452,34 +499,6 @@ func (s *Service) Update(ctx context.Context, acc account.ID, id account.PeerID,
 
 // ErrInvalid is a request that breaks a rule.
 var ErrInvalid = errors.New("invalid request")
-
-// UpdateSettings replaces an account's settings; login expiration changes
-// what maps hold, so it is a network change.
-func (s *Service) UpdateSettings(ctx context.Context, acc account.ID, set account.Settings, initiator string) (account.Account, error) {
-	var a account.Account
-	err := s.store.Tx(ctx, func(tx *store.Tx) error {
-		at := tx.In(acc)
-		if err := at.UpdateSettings(ctx, set); err != nil {
-			return err
-		}
-		if _, err := at.BumpSerial(ctx); err != nil {
-			return err
-		}
-		if _, err := at.InsertEvent(ctx, account.Event{At: s.now().UTC(), Activity: "account.setting.peer.login.expiration.update", Initiator: initiator,
-			Target: string(acc), Meta: map[string]string{"peer_login_expiration": fmt.Sprint(set.PeerLoginExpiration),
-				"enabled": fmt.Sprint(set.PeerLoginExpirationEnabled), "jwt_groups": fmt.Sprint(set.JWTGroupsEnabled)}}); err != nil {
-			return err
-		}
-		var err error
-		a, err = at.Account(ctx)
-		return err
-	})
-	if err != nil {
-		return account.Account{}, fmt.Errorf("update settings: %w", err)
-	}
-	s.notify.AccountChanged(acc)
-	return a, nil
-}
 
 // ExpireLogins announces the peers whose user login expired after since
 // (and up to now): it bumps the serial of their accounts, so every map

@@ -64,7 +64,7 @@ func (s sso) LoginUser(ctx context.Context, jwt string) (account.User, error) {
 		return account.User{}, fmt.Errorf("%w: %w", grpcapi.ErrSSOToken, err)
 	}
 	u, err := s.users.FromClaims(ctx, c)
-	if errors.Is(err, users.ErrBlocked) {
+	if errors.Is(err, users.ErrBlocked) || errors.Is(err, users.ErrNotAllowedGroup) || errors.Is(err, users.ErrPendingApproval) {
 		return account.User{}, fmt.Errorf("%w: %w", grpcapi.ErrSSOToken, err)
 	}
 	return u, err
@@ -84,7 +84,7 @@ func openIdentity(ctx context.Context, st *store.Store, id Identity, us *users.S
 	}
 	if id.BuiltInIssuer != "" {
 		p, err := idp.New(ctx, st, idp.Options{Issuer: id.BuiltInIssuer, DashboardRedirects: id.DashboardRedirects, Log: o.Log,
-			TrustedProxies: o.TrustedProxies})
+			TrustedProxies: o.TrustedProxies, Join: joinUpstream(us), MFARequired: mfaRequired(st)})
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -127,6 +127,16 @@ func openIdentity(ctx context.Context, st *store.Store, id Identity, us *users.S
 	return nil, v, sso{verifier: v, users: us, flows: flows}, nil
 }
 
+// joinUpstream lets package users decide who logs in with an account's
+// upstream identity provider.
+func joinUpstream(us *users.Service) idp.JoinFunc {
+	return func(ctx context.Context, acc account.ID, providerID string, id oidcop.UpstreamIdentity) (account.UserID, error) {
+		u, err := us.JoinUpstream(ctx, acc, users.UpstreamLogin{ProviderID: providerID, Subject: id.Subject, Email: id.Email, Name: id.Name,
+			EmailVerified: id.EmailVerified})
+		return u.ID, err
+	}
+}
+
 // Mount adds the REST API (/api/) and, when built in, the identity
 // provider (under its issuer's path) to mux.
 func (s *Server) Mount(mux *http.ServeMux) {
@@ -142,4 +152,22 @@ func issuerPath(issuer string) string {
 		return ""
 	}
 	return "/" + strings.TrimSuffix(rest, "/")
+}
+
+// mfaRequired reports whether a built-in user's account asks for a second
+// factor (settings.local_mfa_enabled).
+func mfaRequired(st *store.Store) func(ctx context.Context, subject string) (bool, error) {
+	return func(ctx context.Context, subject string) (bool, error) {
+		var on bool
+		err := st.Read(ctx, func(tx *store.Tx) error {
+			u, err := tx.UserByID(ctx, account.UserID(subject))
+			if err != nil {
+				return err
+			}
+			acc, err := tx.In(u.AccountID).Account(ctx)
+			on = err == nil && acc.Settings.LocalMFAEnabled
+			return err
+		})
+		return on, err
+	}
 }

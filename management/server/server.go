@@ -27,6 +27,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/grpcapi"
 	"github.com/wiremesh/wiremesh/management/httpapi"
+	"github.com/wiremesh/wiremesh/management/idp"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/tenant"
@@ -60,6 +61,10 @@ type Options struct {
 	// x-forwarded-for (gRPC metadata) names the client for the login and
 	// setup-key limits; from any other peer the header is ignored.
 	TrustedProxies []netip.Prefix
+	// DashboardOrigins are the browser origins (scheme://host[:port]) the
+	// REST API answers cross-origin (CORS); none by default. Check them
+	// with httpapi.ParseOrigins.
+	DashboardOrigins []string
 	// Now is the gRPC API's clock (nil: time.Now); tests freeze it.
 	Now func() time.Time
 	// Instance names this process among management instances sharing a
@@ -169,9 +174,12 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	}
 	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log, SSO: sso, MaxSyncs: o.MaxSyncs,
 		TrustedProxies: o.TrustedProxies, Now: o.Now, JobFirstMessage: o.JobFirstMessage})
-	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Access: access.New(st, hub, o.Log), Log: o.Log}
+	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Access: access.New(st, hub, o.Log), DashboardOrigins: o.DashboardOrigins, Log: o.Log}
 	if verifier != nil {
 		ropts.JWT = verifier
+	}
+	if provider != nil {
+		ropts.IdPs = &idp.Providers{Store: st}
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	s := &Server{Store: st, Peers: ps, Hub: hub, API: api, Users: us, REST: httpapi.New(ropts), IdP: provider, log: o.Log, cancel: cancel,
@@ -412,7 +420,7 @@ func (s *Server) sweepEphemeral(ctx context.Context, timeout time.Duration) {
 func (s *Server) sweepLogins(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	seen := map[account.PeerID]time.Time{}
+	seen, inactive := map[account.PeerID]time.Time{}, map[account.PeerID]time.Time{}
 	// Logins that expired before the start are out of every map already
 	// (maps are computed fresh): look from now on.
 	since := time.Now()
@@ -428,6 +436,12 @@ func (s *Server) sweepLogins(ctx context.Context, every time.Duration) {
 				s.log.Warn("login expiry sweep", "err", err)
 			}
 			continue // the same window again next time
+		}
+		if err := s.Peers.ExpireInactive(ctx, since, inactive); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("inactivity expiry sweep", "err", err)
+			}
+			continue
 		}
 		since = now
 	}

@@ -131,7 +131,8 @@ func TestJWTGroupSync(t *testing.T) {
 	me := obj(owner.call("GET", "/api/users/current", nil, 200))["id"].(string)
 	owner = e.api("Token " + obj(owner.call("POST", "/api/users/"+me+"/tokens", map[string]any{"name": "read", "expires_in": 1}, 200))["plain_token"].(string))
 	owner.call("PUT", "/api/accounts/"+acc["id"].(string), map[string]any{"settings": map[string]any{
-		"peer_login_expiration_enabled": true, "peer_login_expiration": 86400, "jwt_groups_enabled": true, "jwt_groups_claim_name": "groups"}}, 200)
+		"peer_login_expiration_enabled": true, "peer_login_expiration": 86400, "jwt_groups_enabled": true, "jwt_groups_claim_name": "groups",
+		"groups_propagation_enabled": true}}, 200)
 	p := testpeer.New(e.conn, "box")
 	if _, err := p.LoginJWT(ctx, mint("devs", "ops")); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 // user ID cross accounts, for authentication; everything else is bound to
 // one account.
 
-const userCols = `id, account_id, email, name, role, blocked, service_user, auto_groups, issued, created_at, last_login, email_verified`
+const userCols = `id, account_id, email, name, role, blocked, service_user, auto_groups, issued, created_at, last_login, email_verified, pending_approval`
 
 func scanUser(sc scanner) (account.User, error) {
 	var (
@@ -21,7 +21,7 @@ func scanUser(sc scanner) (account.User, error) {
 		id, acc, role, groups string
 		created, login        int64
 	)
-	if err := sc.Scan(&id, &acc, &u.Email, &u.Name, &role, &u.Blocked, &u.ServiceUser, &groups, &u.Issued, &created, &login, &u.EmailVerified); err != nil {
+	if err := sc.Scan(&id, &acc, &u.Email, &u.Name, &role, &u.Blocked, &u.ServiceUser, &groups, &u.Issued, &created, &login, &u.EmailVerified, &u.PendingApproval); err != nil {
 		return u, mapErr(err)
 	}
 	if err := json.Unmarshal([]byte(groups), &u.AutoGroups); err != nil {
@@ -76,8 +76,9 @@ func (a *AccountTx) InsertUser(ctx context.Context, u account.User) error {
 	if err != nil {
 		return err
 	}
-	_, err = a.q().exec(ctx, `INSERT INTO users (`+userCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		string(u.ID), string(u.AccountID), u.Email, u.Name, string(u.Role), u.Blocked, u.ServiceUser, groups, u.Issued, nanos(u.CreatedAt), nanos(u.LastLogin), u.EmailVerified)
+	_, err = a.q().exec(ctx, `INSERT INTO users (`+userCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		string(u.ID), string(u.AccountID), u.Email, u.Name, string(u.Role), u.Blocked, u.ServiceUser, groups, u.Issued, nanos(u.CreatedAt), nanos(u.LastLogin), u.EmailVerified,
+		u.PendingApproval)
 	return mapErr(err)
 }
 
@@ -87,8 +88,8 @@ func (a *AccountTx) UpdateUser(ctx context.Context, u account.User) error {
 	if err != nil {
 		return err
 	}
-	n, err := a.q().exec(ctx, `UPDATE users SET email = ?, name = ?, role = ?, blocked = ?, auto_groups = ?, last_login = ?, email_verified = ? WHERE id = ? AND account_id = ?`,
-		u.Email, u.Name, string(u.Role), u.Blocked, groups, nanos(u.LastLogin), u.EmailVerified, string(u.ID), string(a.id))
+	n, err := a.q().exec(ctx, `UPDATE users SET email = ?, name = ?, role = ?, blocked = ?, auto_groups = ?, last_login = ?, email_verified = ?, pending_approval = ? WHERE id = ? AND account_id = ?`,
+		u.Email, u.Name, string(u.Role), u.Blocked, groups, nanos(u.LastLogin), u.EmailVerified, u.PendingApproval, string(u.ID), string(a.id))
 	return affected(n, err)
 }
 
@@ -267,6 +268,10 @@ func (tx *Tx) SetPassword(ctx context.Context, subject account.UserID, hash stri
 
 // DeleteCredential removes a local login.
 func (tx *Tx) DeleteCredential(ctx context.Context, subject account.UserID) error {
+	// The login's second factor goes with it.
+	if err := tx.DeleteTOTPFactor(ctx, string(subject)); err != nil {
+		return err
+	}
 	n, err := tx.q.exec(ctx, `DELETE FROM local_credentials WHERE subject = ?`, string(subject))
 	return affected(n, err)
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -85,7 +86,7 @@ func testIdentity(t *testing.T, st *store.Store) {
 			return fmt.Errorf("user peers: %+v %v", ps, err)
 		}
 		acc, err := tx.In(a.ID).Account(ctx)
-		if err != nil || acc.Settings != (account.Settings{}) {
+		if err != nil || !reflect.DeepEqual(acc.Settings, account.Settings{}) {
 			return fmt.Errorf("account settings: %+v %v", acc.Settings, err)
 		}
 		// Account b sees none of a's identity rows.
@@ -129,7 +130,7 @@ func testIdentity(t *testing.T, st *store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dump.Account.Settings != set || len(dump.Users) != 1 || len(dump.Tokens) != 1 || len(dump.Invites) != 1 {
+	if !reflect.DeepEqual(dump.Account.Settings, set) || len(dump.Users) != 1 || len(dump.Tokens) != 1 || len(dump.Invites) != 1 {
 		t.Fatalf("export: settings %+v users %d tokens %d invites %d", dump.Account.Settings, len(dump.Users), len(dump.Tokens), len(dump.Invites))
 	}
 	err = st.Read(ctx, func(tx *store.Tx) error {

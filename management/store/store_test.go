@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,7 +66,11 @@ func TestConformance(t *testing.T) {
 		t.Run("settings", func(t *testing.T) { testSettings(t, e.Open(t)) })
 		t.Run("groups and policies", func(t *testing.T) { testAccess(t, e.Open(t)) })
 		t.Run("identity", func(t *testing.T) { testIdentity(t, e.Open(t)) })
+		t.Run("user approval", func(t *testing.T) { testUserApproval(t, e.Open(t)) })
 		t.Run("revocation", func(t *testing.T) { testRevocation(t, e.Open(t)) })
+		t.Run("refresh tokens", func(t *testing.T) { testRefresh(t, e.Open(t)) })
+		t.Run("identity providers", func(t *testing.T) { testIdPs(t, e.Open(t)) })
+		t.Run("totp", func(t *testing.T) { testTOTP(t, e.Open(t)) })
 		t.Run("upgrade", func(t *testing.T) { testUpgrade(t, e) })
 		t.Run("concurrent migrate", func(t *testing.T) { testConcurrentMigrate(t, e) })
 		t.Run("newer schema refused", func(t *testing.T) { testNewerSchema(t, e) })
@@ -431,7 +436,7 @@ func testUpgrade(t *testing.T, e storetest.Engine) {
 			return fmt.Errorf("setup key after upgrade: %w", err)
 		}
 		// Migration 0004 gave the old account the default settings.
-		if a, err := in.Account(ctx); err != nil || a.Settings != account.DefaultSettings() {
+		if a, err := in.Account(ctx); err != nil || !reflect.DeepEqual(a.Settings, account.DefaultSettings()) {
 			return fmt.Errorf("account after upgrade: %+v %v", a, err)
 		}
 		// Migration 0003 gave the old account its All group and Default policy.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/auth"
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
@@ -26,8 +27,8 @@ func (s *Service) ClaimedDomain(ctx context.Context, caller account.User) (strin
 // claims only the domain of its own verified address, never a public mail
 // provider's, and a domain only one account at a time.
 func (s *Service) ClaimDomain(ctx context.Context, caller account.User, domain string) error {
-	if !caller.Role.IsAdmin() {
-		return ErrForbidden
+	if err := require(caller, auth.Settings, auth.Update); err != nil {
+		return err
 	}
 	domain = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(domain)), ".")
 	if domain != "" {

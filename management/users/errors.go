@@ -13,6 +13,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrBlocked: the user is blocked.
 	ErrBlocked = errors.New("user is blocked")
+	// ErrPendingApproval: the user joined an account that requires
+	// approval and no admin has approved it yet.
+	ErrPendingApproval = errors.New("user is pending approval: an administrator of the account must approve it first")
 	// ErrInvalid: a request that breaks a rule (with details wrapped).
 	ErrInvalid = errors.New("invalid request")
 	// ErrConflict: it exists already.
@@ -21,6 +24,9 @@ var (
 	ErrSetupDone = errors.New("setup already completed")
 	// ErrNoLocalIdP: the operation needs the built-in identity provider.
 	ErrNoLocalIdP = errors.New("the built-in identity provider is not enabled")
+	// ErrNoInviteDelivery: invitations are not sent from here.
+	ErrNoInviteDelivery = errors.New("this server sends no invitations: with the built-in identity provider create an invite link " +
+		"(POST /api/users/invites) and pass it on; with an external identity provider invite the user there")
 	// ErrExpired: an invite or token whose time is over.
 	ErrExpired = errors.New("expired")
 )

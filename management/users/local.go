@@ -157,8 +157,8 @@ func (s *Service) CreateInvite(ctx context.Context, caller account.User, in Invi
 	if !s.o.LocalIdP {
 		return account.Invite{}, "", ErrNoLocalIdP
 	}
-	if !caller.Role.IsAdmin() {
-		return account.Invite{}, "", ErrForbidden
+	if err := require(caller, auth.Users, auth.Create); err != nil {
+		return account.Invite{}, "", err
 	}
 	if err := checkRole(in.Role); err != nil {
 		return account.Invite{}, "", err
@@ -213,8 +213,8 @@ func (s *Service) Invites(ctx context.Context, caller account.User) ([]account.I
 	if !s.o.LocalIdP {
 		return nil, ErrNoLocalIdP
 	}
-	if !caller.Role.IsAdmin() {
-		return nil, ErrForbidden
+	if err := require(caller, auth.Users, auth.Read); err != nil {
+		return nil, err
 	}
 	var out []account.Invite
 	err := s.o.Store.Read(ctx, func(tx *store.Tx) error {
@@ -233,8 +233,8 @@ func (s *Service) DeleteInvite(ctx context.Context, caller account.User, id acco
 	if !s.o.LocalIdP {
 		return ErrNoLocalIdP
 	}
-	if !caller.Role.IsAdmin() {
-		return ErrForbidden
+	if err := require(caller, auth.Users, auth.Delete); err != nil {
+		return err
 	}
 	return mapErr(s.o.Store.Tx(ctx, func(tx *store.Tx) error {
 		at := tx.In(caller.AccountID)
@@ -252,8 +252,8 @@ func (s *Service) RegenerateInvite(ctx context.Context, caller account.User, id 
 	if !s.o.LocalIdP {
 		return account.Invite{}, "", ErrNoLocalIdP
 	}
-	if !caller.Role.IsAdmin() {
-		return account.Invite{}, "", ErrForbidden
+	if err := require(caller, auth.Users, auth.Create); err != nil {
+		return account.Invite{}, "", err
 	}
 	ttl, err := checkInviteTTL(ttl)
 	if err != nil {

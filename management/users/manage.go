@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/auth"
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
@@ -30,7 +31,7 @@ func (s *Service) List(ctx context.Context, caller account.User, serviceUsers *b
 	}
 	out := []account.User{}
 	for _, u := range all {
-		if !caller.Role.IsAdmin() && u.ID != caller.ID {
+		if !may(caller, auth.Users, auth.Read) && u.ID != caller.ID {
 			continue
 		}
 		if serviceUsers != nil && u.ServiceUser != *serviceUsers {
@@ -43,7 +44,7 @@ func (s *Service) List(ctx context.Context, caller account.User, serviceUsers *b
 
 // Get returns one user the caller may see.
 func (s *Service) Get(ctx context.Context, caller account.User, id account.UserID) (account.User, error) {
-	if !caller.Role.IsAdmin() && id != caller.ID {
+	if !may(caller, auth.Users, auth.Read) && id != caller.ID {
 		return account.User{}, ErrNotFound
 	}
 	var u account.User
@@ -66,8 +67,8 @@ type CreateInput struct {
 // Create adds a service user, or (with the built-in identity provider) a
 // person with a generated password, returned once.
 func (s *Service) Create(ctx context.Context, caller account.User, in CreateInput) (account.User, string, error) {
-	if !caller.Role.IsAdmin() {
-		return account.User{}, "", ErrForbidden
+	if err := require(caller, auth.Users, auth.Create); err != nil {
+		return account.User{}, "", err
 	}
 	if err := checkRole(in.Role); err != nil {
 		return account.User{}, "", err
@@ -140,7 +141,7 @@ func (s *Service) Create(ctx context.Context, caller account.User, in CreateInpu
 
 func checkRole(r account.Role) error {
 	if _, ok := account.ParseRole(string(r)); !ok {
-		return fmt.Errorf("%w: unknown role %q (want admin or user)", ErrInvalid, r)
+		return fmt.Errorf("%w: unknown role %q (want admin, user, auditor, network_admin or billing_admin)", ErrInvalid, r)
 	}
 	if r == account.RoleOwner {
 		return fmt.Errorf("%w: there is one owner per account; give the admin role instead", ErrInvalid)
@@ -167,8 +168,8 @@ type UpdateInput struct {
 // Update changes a user's role, groups and block. Blocking takes the
 // user's peers out of every network map and ends their sessions.
 func (s *Service) Update(ctx context.Context, caller account.User, id account.UserID, in UpdateInput) (account.User, error) {
-	if !caller.Role.IsAdmin() {
-		return account.User{}, ErrForbidden
+	if err := require(caller, auth.Users, auth.Update); err != nil {
+		return account.User{}, err
 	}
 	var (
 		u       account.User
@@ -220,6 +221,19 @@ func (s *Service) Update(ctx context.Context, caller account.User, id account.Us
 				return err
 			}
 		}
+		if !sameSet(u.AutoGroups, in.AutoGroups) {
+			acc, err := at.Account(ctx)
+			if err != nil {
+				return err
+			}
+			if acc.Settings.GroupsPropagationEnabled {
+				moved, err := propagateGroups(ctx, at, id, u.AutoGroups, in.AutoGroups)
+				if err != nil {
+					return err
+				}
+				network = network || moved
+			}
+		}
 		u.Role, u.AutoGroups, u.Blocked = in.Role, in.AutoGroups, in.Blocked
 		if err := at.UpdateUser(ctx, u); err != nil {
 			return err
@@ -245,10 +259,14 @@ func (s *Service) Update(ctx context.Context, caller account.User, id account.Us
 }
 
 // endAccess voids every token issued to a user so far (JWTs by their
-// issue time; personal access tokens are refused while the user is blocked
+// issue time; the built-in provider's refresh tokens are deleted; personal access tokens are refused while the user is blocked
 // and deleted with it) and withdraws the invitations it created.
 func endAccess(ctx context.Context, tx *store.Tx, at *store.AccountTx, id account.UserID, now time.Time) error {
 	if err := tx.RevokeSubject(ctx, id, now); err != nil {
+		return err
+	}
+	// The built-in provider's refresh tokens go too: no new access token.
+	if err := tx.DeleteRefreshTokensOf(ctx, string(id), "", now); err != nil {
 		return err
 	}
 	_, err := at.DeleteInvitesBy(ctx, id)
@@ -259,8 +277,8 @@ func endAccess(ctx context.Context, tx *store.Tx, at *store.AccountTx, id accoun
 // login and the peers it added, and voids the tokens its identity provider
 // issued so far: an old token neither works nor creates the user again.
 func (s *Service) Delete(ctx context.Context, caller account.User, id account.UserID) error {
-	if !caller.Role.IsAdmin() {
-		return ErrForbidden
+	if err := require(caller, auth.Users, auth.Delete); err != nil {
+		return err
 	}
 	if id == caller.ID {
 		return fmt.Errorf("%w: you cannot delete yourself", ErrInvalid)
@@ -275,28 +293,8 @@ func (s *Service) Delete(ctx context.Context, caller account.User, id account.Us
 		if u.Role == account.RoleOwner {
 			return fmt.Errorf("%w: the owner cannot be deleted", ErrInvalid)
 		}
-		peers, err := at.UserPeers(ctx, id)
+		peers, err := remove(ctx, tx, at, id, now)
 		if err != nil {
-			return err
-		}
-		for _, p := range peers {
-			if err := at.DeletePeer(ctx, p.ID); err != nil {
-				return err
-			}
-		}
-		if err := endAccess(ctx, tx, at, id, now); err != nil {
-			return err
-		}
-		if err := at.DeleteTokensOf(ctx, id); err != nil {
-			return err
-		}
-		if err := at.DeleteUser(ctx, id); err != nil {
-			return err
-		}
-		if err := tx.DeleteCredential(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		if _, err := at.BumpSerial(ctx); err != nil {
 			return err
 		}
 		activity := "user.delete"
@@ -304,12 +302,57 @@ func (s *Service) Delete(ctx context.Context, caller account.User, id account.Us
 			activity = "service.user.delete"
 		}
 		_, err = at.InsertEvent(ctx, account.Event{At: now, Activity: activity, Initiator: string(caller.ID), Target: string(id),
-			Meta: map[string]string{"email": u.Email, "name": u.Name, "peers": fmt.Sprint(len(peers))}})
+			Meta: map[string]string{"email": u.Email, "name": u.Name, "peers": fmt.Sprint(peers)}})
 		return err
 	})
 	if err != nil {
 		return mapErr(err)
 	}
 	s.o.Notify.AccountChanged(caller.AccountID)
+	return nil
+}
+
+// remove deletes a user with the peers it added, its tokens, the
+// invitations it created and its local login, voids the tokens issued to
+// it so far and reports how many peers went.
+func remove(ctx context.Context, tx *store.Tx, at *store.AccountTx, id account.UserID, now time.Time) (int, error) {
+	peers, err := at.UserPeers(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range peers {
+		if err := at.DeletePeer(ctx, p.ID); err != nil {
+			return 0, err
+		}
+	}
+	if err := endAccess(ctx, tx, at, id, now); err != nil {
+		return 0, err
+	}
+	if err := at.DeleteTokensOf(ctx, id); err != nil {
+		return 0, err
+	}
+	if err := at.DeleteUser(ctx, id); err != nil {
+		return 0, err
+	}
+	if err := tx.DeleteCredential(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return 0, err
+	}
+	if _, err := at.BumpSerial(ctx); err != nil {
+		return 0, err
+	}
+	return len(peers), nil
+}
+
+// may reports whether the caller's role lets it perform op on every
+// object of module (not only its own).
+func may(caller account.User, m auth.Module, op auth.Operation) bool {
+	return auth.Can(caller, m, op) == auth.All
+}
+
+// require refuses the caller unless may.
+func require(caller account.User, m auth.Module, op auth.Operation) error {
+	if !may(caller, m, op) {
+		return fmt.Errorf("%w: the %s role may not %s %s", ErrForbidden, caller.Role, op, m)
+	}
 	return nil
 }

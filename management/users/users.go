@@ -1,9 +1,11 @@
 // Package users places people and programs in accounts and decides what
 // they may do: it turns verified token claims or a personal access token
 // into an account.User (creating the user, and in multi-account mode its
-// account, on first sight), enforces roles (owner, admin, user), manages
-// users, service users, their personal access tokens and, with the
-// built-in identity provider, first-run setup, invitations and passwords.
+// account, on first sight), enforces roles (package auth's table), keeps
+// users who join by e-mail domain pending until approved when the account
+// asks for it (approval.go), manages users, service users, their personal
+// access tokens and, with the built-in identity provider, first-run setup,
+// invitations and passwords.
 // Blocking or deleting a user changes the account's network so that its
 // peers drop out of every map at once. It knows nothing about HTTP.
 package users
@@ -190,6 +192,11 @@ func (s *Service) FromClaims(ctx context.Context, c auth.Claims) (account.User, 
 				return err
 			}
 		}
+		if u.PendingApproval {
+			// Kept (a new user must be stored to be approved), refused
+			// below.
+			return nil
+		}
 		at := tx.In(u.AccountID)
 		acc, err := at.Account(ctx)
 		if err != nil {
@@ -197,7 +204,12 @@ func (s *Service) FromClaims(ctx context.Context, c auth.Claims) (account.User, 
 		}
 		before := u
 		if acc.Settings.JWTGroupsEnabled {
-			if changed, err = s.syncGroups(ctx, at, &u, c.Groups); err != nil {
+			groups := c.GroupsFrom(acc.Settings.JWTGroupsClaimName)
+			// The built-in provider's users have no groups claim to match.
+			if !s.o.LocalIdP && !acc.Settings.JWTAllows(groups) {
+				return ErrNotAllowedGroup
+			}
+			if changed, err = s.syncGroups(ctx, at, &u, groups, acc.Settings.GroupsPropagationEnabled); err != nil {
 				return err
 			}
 		}
@@ -221,6 +233,9 @@ func (s *Service) FromClaims(ctx context.Context, c auth.Claims) (account.User, 
 	})
 	if err != nil {
 		return account.User{}, mapErr(err)
+	}
+	if u.PendingApproval {
+		return account.User{}, ErrPendingApproval
 	}
 	if changed {
 		s.o.Notify.AccountChanged(u.AccountID)
@@ -302,14 +317,27 @@ func (s *Service) join(ctx context.Context, tx *store.Tx, c auth.Claims) (accoun
 	}
 	u := account.User{ID: account.UserID(c.Subject), AccountID: acc, Email: c.Email, EmailVerified: c.EmailVerified, Name: c.Name, Role: role,
 		AutoGroups: []string{}, Issued: "jwt", CreatedAt: now}
+	// Joining someone else's account by e-mail domain waits for an admin
+	// when the account asks for it.
+	if hasOwner && s.o.Mode == DomainAccounts {
+		a, err := at.Account(ctx)
+		if err != nil {
+			return account.User{}, err
+		}
+		u.PendingApproval = a.Settings.Extra.UserApprovalRequired
+	}
 	if err := at.InsertUser(ctx, u); err != nil {
 		return account.User{}, err
 	}
+	meta := map[string]string{"email": u.Email, "role": string(role)}
+	if u.PendingApproval {
+		meta["pending_approval"] = "true"
+	}
 	if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "user.join", Initiator: string(u.ID), Target: string(u.ID),
-		Meta: map[string]string{"email": u.Email, "role": string(role)}}); err != nil {
+		Meta: meta}); err != nil {
 		return account.User{}, err
 	}
-	s.o.Log.Info("user joined", "user", u.ID, "email", u.Email, "account", acc, "role", role)
+	s.o.Log.Info("user joined", "user", u.ID, "email", u.Email, "account", acc, "role", role, "pending_approval", u.PendingApproval)
 	return u, nil
 }
 
@@ -351,9 +379,9 @@ func emailDomain(email string) string {
 
 // syncGroups makes the token's groups the user's groups (creating groups
 // that do not exist yet) and moves the user's peers along: into groups
-// the IdP added, out of groups it took away. It reports whether the
-// network changed.
-func (s *Service) syncGroups(ctx context.Context, at *store.AccountTx, u *account.User, names []string) (bool, error) {
+// the IdP added, out of groups it took away, when propagate (the account's
+// groups propagation) is on. It reports whether the network changed.
+func (s *Service) syncGroups(ctx context.Context, at *store.AccountTx, u *account.User, names []string, propagate bool) (bool, error) {
 	want := []string{}
 	for _, n := range names {
 		n = strings.TrimSpace(n)
@@ -378,39 +406,11 @@ func (s *Service) syncGroups(ctx context.Context, at *store.AccountTx, u *accoun
 	if slices.Equal(old, want) {
 		return false, nil
 	}
-	peers, err := at.UserPeers(ctx, u.ID)
-	if err != nil {
-		return false, err
-	}
 	changed := false
-	for _, gid := range append(old, want...) {
-		g, err := at.Group(ctx, account.GroupID(gid))
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
+	if propagate {
+		var err error
+		if changed, err = propagateGroups(ctx, at, u.ID, old, want); err != nil {
 			return false, err
-		}
-		keep := slices.Contains(want, gid)
-		members := g.Peers[:0:0]
-		for _, m := range g.Peers {
-			if keep || !slices.ContainsFunc(peers, func(p account.Peer) bool { return p.ID == m }) {
-				members = append(members, m)
-			}
-		}
-		if keep {
-			for _, p := range peers {
-				if !slices.Contains(members, p.ID) {
-					members = append(members, p.ID)
-				}
-			}
-		}
-		if !slices.Equal(members, g.Peers) {
-			g.Peers = members
-			if err := at.PutGroup(ctx, g); err != nil {
-				return false, err
-			}
-			changed = true
 		}
 	}
 	u.AutoGroups = want
@@ -447,6 +447,9 @@ func (s *Service) FromPAT(ctx context.Context, plain string) (account.User, erro
 		}
 		if u.Blocked {
 			return ErrBlocked
+		}
+		if u.PendingApproval {
+			return ErrPendingApproval
 		}
 		return at.TouchToken(ctx, t.ID, now.UnixNano())
 	})

@@ -23,6 +23,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/admin"
 	"github.com/wiremesh/wiremesh/management/grpcapi"
+	"github.com/wiremesh/wiremesh/management/httpapi"
 	"github.com/wiremesh/wiremesh/management/idflag"
 	mgmt "github.com/wiremesh/wiremesh/management/server"
 	"github.com/wiremesh/wiremesh/management/store"
@@ -74,7 +75,8 @@ func command() *cobra.Command {
 	f.DurationVar(&relayTTL, "relay-ttl", 12*time.Hour, "lifetime of issued relay tokens")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&metricsAddr, "metrics-addr", os.Getenv("NB_METRICS_ADDR"), metrics.FlagUsage)
-	var trustedProxies []string
+	var trustedProxies, dashboardOrigins []string
+	f.StringSliceVar(&dashboardOrigins, "dashboard-origin", nil, "browser origin of a dashboard served elsewhere, scheme://host[:port], allowed to call the REST API cross-origin (CORS; repeatable or comma-separated; none by default)")
 	f.StringSliceVar(&trustedProxies, "trusted-proxies", nil, "reverse proxies (addresses or prefixes, comma-separated) whose X-Forwarded-For names the client for login and setup-key limits; ignored from anyone else")
 	storeFlags := storeflag.Bind(f)
 	idFlags := idflag.Bind(f, false)
@@ -113,6 +115,10 @@ func command() *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("--trusted-proxies: %w", err)
 		}
+		origins, err := httpapi.ParseOrigins(dashboardOrigins)
+		if err != nil {
+			return fmt.Errorf("--dashboard-origin: %w", err)
+		}
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		raw, err := net.Listen("tcp", listen)
@@ -132,7 +138,7 @@ func command() *cobra.Command {
 		adv := mgmt.Advertiser{PublicHost: publicAddr, SignalHost: sh, SignalPort: port, SignalTLS: signalTLS, ExtraSTUNs: stuns, ExtraTURNs: turns, Relays: relays}
 		m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv,
 			TURN:  turncreds.Issuer{Secret: turnSecret, TTL: turnTTL, StaticUser: turnUser, StaticPass: turnPass},
-			Relay: grpcapi.RelayAuth{Secret: relaySecret, TTL: relayTTL}, Identity: identity, TrustedProxies: trusted})
+			Relay: grpcapi.RelayAuth{Secret: relaySecret, TTL: relayTTL}, Identity: identity, TrustedProxies: trusted, DashboardOrigins: origins})
 		if err != nil {
 			ln.Close()
 			return err

@@ -1,0 +1,43 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/auth"
+	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/users"
+)
+
+// errViewBlocked: the account blocks regular users from the API.
+var errViewBlocked = fmt.Errorf("%w: the account's administrators block regular users from viewing it (regular_users_view_blocked)", users.ErrForbidden)
+
+// viewGate wraps an authenticated route: when the account sets
+// regular_users_view_blocked, a caller with role user (or billing_admin,
+// a user here) reaches only its own
+// user (and its tokens and password) and its own peers; everything else is
+// 403. Admins and owners pass untouched.
+func (a *API) viewGate(pattern string, h handler) handler {
+	_, path, _ := strings.Cut(pattern, " ")
+	self := strings.HasPrefix(path, "/api/users/{userId}")
+	allowed := path == "/api/users/current" || path == "/api/instance/version" || path == "/api/peers" || strings.HasPrefix(path, "/api/peers/{peerId}")
+	return func(w http.ResponseWriter, r *http.Request, caller account.User) error {
+		if !auth.Restricted(caller.Role) || allowed || (self && r.PathValue("userId") == string(caller.ID)) {
+			return h(w, r, caller)
+		}
+		var acc account.Account
+		if err := a.o.Store.Read(r.Context(), func(tx *store.Tx) error {
+			var err error
+			acc, err = tx.In(caller.AccountID).Account(r.Context())
+			return err
+		}); err != nil {
+			return err
+		}
+		if acc.Settings.RegularUsersViewBlocked {
+			return errViewBlocked
+		}
+		return h(w, r, caller)
+	}
+}

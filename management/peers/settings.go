@@ -1,0 +1,190 @@
+package peers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"slices"
+
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/ipam"
+	"github.com/wiremesh/wiremesh/management/store"
+)
+
+// AccountUpdate is a new state of an account's adjustable parts.
+type AccountUpdate struct {
+	Settings account.Settings
+	// Domain is the peers' DNS domain ("": unchanged), already checked by
+	// account.ParseDNSDomain.
+	Domain string
+	// Network is the overlay range (invalid: unchanged), already checked
+	// by account.ParseNetworkRange. A new range re-addresses every peer.
+	Network netip.Prefix
+	// KeepExtra leaves Settings.Extra as stored (a request without
+	// settings.extra, as NetBird treats it).
+	KeepExtra bool
+}
+
+// ErrNetworkTooSmall is a network range with fewer host addresses than
+// the account has peers.
+var ErrNetworkTooSmall = fmt.Errorf("%w: network_range is too small", ErrInvalid)
+
+// UpdateAccount replaces an account's settings and, when given, its DNS
+// domain and overlay network, in one transaction: a new network moves
+// every peer to an address in it (keeping the host part where it fits).
+// It is a network change: every map is pushed again.
+func (s *Service) UpdateAccount(ctx context.Context, acc account.ID, u AccountUpdate, initiator string) (account.Account, error) {
+	if err := u.Settings.Validate(); err != nil {
+		return account.Account{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	var a account.Account
+	err := s.store.Tx(ctx, func(tx *store.Tx) error {
+		at := tx.In(acc)
+		old, err := at.Lock(ctx)
+		if err != nil {
+			return err
+		}
+		if u.KeepExtra {
+			u.Settings.Extra = old.Settings.Extra
+		}
+		now := s.now().UTC()
+		event := func(activity string, meta map[string]string) error {
+			_, err := at.InsertEvent(ctx, account.Event{At: now, Activity: activity, Initiator: initiator, Target: string(acc), Meta: meta})
+			return err
+		}
+		if !reflect.DeepEqual(old.Settings, u.Settings) {
+			if err := at.UpdateSettings(ctx, u.Settings); err != nil {
+				return err
+			}
+			for _, e := range account.SettingsEvents(old.Settings, u.Settings) {
+				if err := event(e.Activity, e.Meta); err != nil {
+					return err
+				}
+			}
+			if u.Settings.GroupsPropagationEnabled && !old.Settings.GroupsPropagationEnabled {
+				if err := propagateAll(ctx, at); err != nil {
+					return err
+				}
+			}
+			// Turning peer approval off approves the pending peers.
+			if _, err := ApproveOnSettingsChange(ctx, at, old.Settings, u.Settings, initiator, now); err != nil {
+				return err
+			}
+		}
+		if u.Domain != "" && u.Domain != old.Domain {
+			if err := at.SetDomain(ctx, u.Domain); err != nil {
+				return err
+			}
+			if err := event("account.dns.domain.update", map[string]string{"old": old.Domain, "new": u.Domain}); err != nil {
+				return err
+			}
+		}
+		if u.Network.IsValid() && u.Network.Masked() != old.Network.Masked() {
+			if err := readdress(ctx, at, old.Network, u.Network.Masked()); err != nil {
+				return err
+			}
+			if err := event("account.network.range.update", map[string]string{"old": old.Network.String(), "new": u.Network.Masked().String()}); err != nil {
+				return err
+			}
+		}
+		if _, err := at.BumpSerial(ctx); err != nil {
+			return err
+		}
+		a, err = at.Account(ctx)
+		return err
+	})
+	if err != nil {
+		return account.Account{}, fmt.Errorf("update account: %w", err)
+	}
+	s.notify.AccountChanged(acc)
+	return a, nil
+}
+
+// readdress moves the account's peers from network from to network to.
+func readdress(ctx context.Context, at *store.AccountTx, from, to netip.Prefix) error {
+	ps, err := at.Peers(ctx)
+	if err != nil {
+		return err
+	}
+	if len(ps) > account.Hosts(to) {
+		return fmt.Errorf("%w: %s holds %d peer addresses, the account has %d peers", ErrNetworkTooSmall, to, account.Hosts(to), len(ps))
+	}
+	old := make([]netip.Addr, len(ps))
+	for i, p := range ps {
+		old[i] = p.IP
+	}
+	ips, err := ipam.Readdress(from, to, old)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNetworkTooSmall, err)
+	}
+	m := make(map[account.PeerID]netip.Addr, len(ps))
+	for i, p := range ps {
+		m[p.ID] = ips[i]
+	}
+	return at.Readdress(ctx, to, m)
+}
+
+// propagateAll puts every user's peers into that user's auto groups, as
+// turning groups propagation on does.
+func propagateAll(ctx context.Context, at *store.AccountTx) error {
+	us, err := at.Users(ctx)
+	if err != nil {
+		return err
+	}
+	add := map[account.GroupID][]account.PeerID{}
+	for _, u := range us {
+		if len(u.AutoGroups) == 0 {
+			continue
+		}
+		ps, err := at.UserPeers(ctx, u.ID)
+		if err != nil {
+			return err
+		}
+		for _, g := range u.AutoGroups {
+			for _, p := range ps {
+				add[account.GroupID(g)] = append(add[account.GroupID(g)], p.ID)
+			}
+		}
+	}
+	for gid, ids := range add {
+		g, err := at.Group(ctx, gid)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if g.All {
+			continue
+		}
+		n := len(g.Peers)
+		for _, id := range ids {
+			if !slices.Contains(g.Peers, id) {
+				g.Peers = append(g.Peers, id)
+			}
+		}
+		if len(g.Peers) != n {
+			if err := at.PutGroup(ctx, g); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sameNetwork makes a registration that picked its address before a
+// concurrent network change committed try again (Login retries on
+// ErrConflict): called once the serial bump holds the account row, it
+// sees the committed network.
+func sameNetwork(ctx context.Context, at *store.AccountTx, acc account.Account) error {
+	cur, err := at.Account(ctx)
+	if err != nil {
+		return err
+	}
+	if cur.Network != acc.Network {
+		return fmt.Errorf("register: the network range changed: %w", store.ErrConflict)
+	}
+	return nil
+}
