@@ -9,41 +9,50 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/wiremesh/wiremesh/management/access"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
-// change runs fn in a transaction and bumps the serial, so running
-// servers push the new maps, and logs the change.
-func change(ctx context.Context, st *store.Store, acc account.ID, activity, target string, fn func(at *store.AccountTx) error) error {
-	return st.Tx(ctx, func(tx *store.Tx) error {
+// errNoGroup: a group reference names no group of the account.
+var errNoGroup = errors.New("no group")
+
+// findGroup resolves a group by ID or name (a read: straight from the store).
+func findGroup(ctx context.Context, st *store.Store, acc account.ID, ref string) (account.Group, error) {
+	var g account.Group
+	err := st.Read(ctx, func(tx *store.Tx) error {
 		at := tx.In(acc)
-		if err := fn(at); err != nil {
-			return err
+		var err error
+		g, err = at.Group(ctx, account.GroupID(ref))
+		if errors.Is(err, store.ErrNotFound) {
+			g, err = at.GroupByName(ctx, ref)
 		}
-		if _, err := at.BumpSerial(ctx); err != nil {
-			return err
-		}
-		_, err := at.InsertEvent(ctx, account.Event{At: time.Now().UTC(), Activity: activity, Initiator: initiator, Target: target})
 		return err
 	})
-}
-
-// findGroup resolves a group by ID or name.
-func findGroup(ctx context.Context, at *store.AccountTx, ref string) (account.Group, error) {
-	g, err := at.Group(ctx, account.GroupID(ref))
 	if errors.Is(err, store.ErrNotFound) {
-		g, err = at.GroupByName(ctx, ref)
-	}
-	if errors.Is(err, store.ErrNotFound) {
-		return g, fmt.Errorf("no group %q (see: admin groups list)", ref)
+		return g, fmt.Errorf("%w %q (see: admin groups list)", errNoGroup, ref)
 	}
 	return g, err
+}
+
+// groupIDs turns group names into IDs. A reference that names no group is
+// passed on as it is, for the service to refuse as the API does.
+func groupIDs(ctx context.Context, st *store.Store, acc account.ID, refs []string) ([]string, error) {
+	out := make([]string, 0, len(refs))
+	for _, ref := range refs {
+		g, err := findGroup(ctx, st, acc, ref)
+		switch {
+		case err == nil:
+			ref = string(g.ID)
+		case !errors.Is(err, errNoGroup):
+			return nil, err
+		}
+		out = append(out, ref)
+	}
+	return out, nil
 }
 
 func groupsCommand(e *env) *cobra.Command {
@@ -87,24 +96,13 @@ func groupsCommand(e *env) *cobra.Command {
 	create := &cobra.Command{Use: "create NAME [PEER_ID...]", Short: "Create a group", Args: cobra.MinimumNArgs(1)}
 	create.RunE = func(cmd *cobra.Command, args []string) error {
 		return e.run(func(ctx context.Context, st *store.Store, acc account.ID, out io.Writer) error {
-			g := account.Group{ID: account.GroupID(uuid.NewString()), AccountID: acc, Name: strings.TrimSpace(args[0])}
-			if g.Name == "" || len(g.Name) > 128 {
-				return errors.New("a group name is 1-128 characters")
+			ps := make([]account.PeerID, 0, len(args)-1)
+			for _, p := range args[1:] {
+				ps = append(ps, account.PeerID(p))
 			}
-			err := change(ctx, st, acc, "group.add", string(g.ID), func(at *store.AccountTx) error {
-				for _, p := range args[1:] {
-					if _, err := at.Peer(ctx, account.PeerID(p)); err != nil {
-						return fmt.Errorf("no peer %q in this account (see: admin peers list)", p)
-					}
-					g.Peers = append(g.Peers, account.PeerID(p))
-				}
-				return at.PutGroup(ctx, g)
-			})
-			if errors.Is(err, store.ErrConflict) {
-				return fmt.Errorf("a group named %q exists already", g.Name)
-			}
+			g, err := accessService(st).PutGroup(ctx, acc, "", args[0], ps, initiator)
 			if err != nil {
-				return err
+				return fmt.Errorf("create group: %w", err)
 			}
 			fmt.Fprintf(out, "Created group %s (id %s).\n", g.Name, g.ID)
 			return nil
@@ -115,29 +113,28 @@ func groupsCommand(e *env) *cobra.Command {
 		c := &cobra.Command{Use: use + " GROUP PEER_ID...", Short: short, Args: cobra.MinimumNArgs(2)}
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			return e.run(func(ctx context.Context, st *store.Store, acc account.ID, out io.Writer) error {
-				return change(ctx, st, acc, "group.update", args[0], func(at *store.AccountTx) error {
-					g, err := findGroup(ctx, at, args[0])
-					if err != nil {
-						return err
+				g, err := findGroup(ctx, st, acc, args[0])
+				if err != nil {
+					return err
+				}
+				if g.All {
+					return errors.New("the All group holds every peer; it has no members to change")
+				}
+				ps := slices.Clone(g.Peers)
+				for _, p := range args[1:] {
+					id := account.PeerID(p)
+					if !add {
+						ps = slices.DeleteFunc(ps, func(x account.PeerID) bool { return x == id })
+					} else if !slices.Contains(ps, id) {
+						ps = append(ps, id)
 					}
-					if g.All {
-						return errors.New("the All group holds every peer; it has no members to change")
-					}
-					for _, p := range args[1:] {
-						id := account.PeerID(p)
-						if add {
-							if _, err := at.Peer(ctx, id); err != nil {
-								return fmt.Errorf("no peer %q in this account (see: admin peers list)", p)
-							}
-							if !slices.Contains(g.Peers, id) {
-								g.Peers = append(g.Peers, id)
-							}
-						} else {
-							g.Peers = slices.DeleteFunc(g.Peers, func(x account.PeerID) bool { return x == id })
-						}
-					}
-					return at.PutGroup(ctx, g)
-				})
+				}
+				// The API's PUT: the whole member list, checked by the service.
+				if _, err := accessService(st).PutGroup(ctx, acc, g.ID, g.Name, ps, initiator); err != nil {
+					return fmt.Errorf("update group %s: %w", g.Name, err)
+				}
+				fmt.Fprintf(out, "Group %s has %d peers.\n", g.Name, len(ps))
+				return nil
 			})(cmd, args)
 		}
 		return c
@@ -146,27 +143,15 @@ func groupsCommand(e *env) *cobra.Command {
 	del := &cobra.Command{Use: "delete GROUP", Short: "Delete a group no policy uses", Args: cobra.ExactArgs(1)}
 	del.RunE = func(cmd *cobra.Command, args []string) error {
 		return e.run(func(ctx context.Context, st *store.Store, acc account.ID, out io.Writer) error {
-			return change(ctx, st, acc, "group.delete", args[0], func(at *store.AccountTx) error {
-				g, err := findGroup(ctx, at, args[0])
-				if err != nil {
-					return err
-				}
-				if g.All {
-					return errors.New("the All group cannot be deleted")
-				}
-				pols, err := at.Policies(ctx)
-				if err != nil {
-					return err
-				}
-				for _, p := range pols {
-					for _, r := range p.Rules {
-						if slices.Contains(r.Sources, g.ID) || slices.Contains(r.Destinations, g.ID) {
-							return fmt.Errorf("policy %q (%s) uses group %s: delete or change it first", p.Name, p.ID, g.Name)
-						}
-					}
-				}
-				return at.DeleteGroup(ctx, g.ID)
-			})
+			g, err := findGroup(ctx, st, acc, args[0])
+			if err != nil {
+				return err
+			}
+			if err := accessService(st).DeleteGroup(ctx, acc, g.ID, initiator); err != nil {
+				return fmt.Errorf("delete group %s: %w", g.Name, err)
+			}
+			fmt.Fprintf(out, "Deleted group %s.\n", g.Name)
+			return nil
 		})(cmd, args)
 	}
 	cmd.AddCommand(list, create, members("add-peers", "Add peers to a group", true), members("remove-peers", "Remove peers from a group", false), del)
@@ -257,43 +242,29 @@ func policiesCommand(e *env) *cobra.Command {
 		if name == "" || len(sources) == 0 || len(dests) == 0 {
 			return errors.New("--name, --source and --destination are required")
 		}
-		if !slices.Contains([]string{account.ProtoAll, account.ProtoTCP, account.ProtoUDP, account.ProtoICMP}, protocol) {
-			return fmt.Errorf("--protocol %q: want all, tcp, udp or icmp", protocol)
-		}
-		if action != account.ActionAccept && action != account.ActionDrop {
-			return fmt.Errorf("--action %q: want accept or drop", action)
-		}
+		// Protocol, action and ports are checked by the service, as
+		// for the API; here only the flags are parsed.
 		ps, rs, err := parsePorts(ports)
 		if err != nil {
 			return err
 		}
-		if (len(ps) > 0 || len(rs) > 0) && protocol != account.ProtoTCP && protocol != account.ProtoUDP {
-			return errors.New("--ports needs --protocol tcp or udp")
-		}
 		return e.run(func(ctx context.Context, st *store.Store, acc account.ID, out io.Writer) error {
-			p := account.Policy{ID: account.PolicyID(uuid.NewString()), AccountID: acc, Name: name, Enabled: !disabled}
-			r := account.Rule{ID: uuid.NewString(), Name: name, Enabled: true, Action: action, Protocol: protocol,
-				Bidirectional: bidir, Ports: ps, PortRanges: rs}
-			err := change(ctx, st, acc, "policy.add", string(p.ID), func(at *store.AccountTx) error {
-				for _, ref := range sources {
-					g, err := findGroup(ctx, at, ref)
-					if err != nil {
-						return err
-					}
-					r.Sources = append(r.Sources, g.ID)
+			r := account.Rule{Name: name, Enabled: true, Action: action, Protocol: protocol, Bidirectional: bidir, Ports: ps, PortRanges: rs}
+			for _, refs := range []struct {
+				in  []string
+				out *[]account.GroupID
+			}{{sources, &r.Sources}, {dests, &r.Destinations}} {
+				ids, err := groupIDs(ctx, st, acc, refs.in)
+				if err != nil {
+					return err
 				}
-				for _, ref := range dests {
-					g, err := findGroup(ctx, at, ref)
-					if err != nil {
-						return err
-					}
-					r.Destinations = append(r.Destinations, g.ID)
+				for _, id := range ids {
+					*refs.out = append(*refs.out, account.GroupID(id))
 				}
-				p.Rules = []account.Rule{r}
-				return at.PutPolicy(ctx, p)
-			})
+			}
+			p, err := accessService(st).PutPolicy(ctx, acc, account.Policy{Name: name, Enabled: !disabled, Rules: []account.Rule{r}}, initiator)
 			if err != nil {
-				return err
+				return fmt.Errorf("create policy: %w", err)
 			}
 			fmt.Fprintf(out, "Created policy %s (id %s).\n", p.Name, p.ID)
 			return nil
@@ -304,15 +275,13 @@ func policiesCommand(e *env) *cobra.Command {
 		c := &cobra.Command{Use: use + " POLICY_ID", Short: use + " a policy", Args: cobra.ExactArgs(1)}
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			return e.run(func(ctx context.Context, st *store.Store, acc account.ID, out io.Writer) error {
-				err := change(ctx, st, acc, "policy.update", args[0], func(at *store.AccountTx) error {
-					p, err := at.Policy(ctx, account.PolicyID(args[0]))
-					if err != nil {
-						return err
-					}
+				var p account.Policy
+				err := st.Read(ctx, func(tx *store.Tx) (err error) { p, err = tx.In(acc).Policy(ctx, account.PolicyID(args[0])); return })
+				if err == nil {
 					p.Enabled = on
-					return at.PutPolicy(ctx, p)
-				})
-				if errors.Is(err, store.ErrNotFound) {
+					_, err = accessService(st).PutPolicy(ctx, acc, p, initiator)
+				}
+				if errors.Is(err, store.ErrNotFound) || errors.Is(err, access.ErrNotFound) {
 					return fmt.Errorf("no policy %q (see: admin policies list)", args[0])
 				}
 				if err == nil {
@@ -326,10 +295,8 @@ func policiesCommand(e *env) *cobra.Command {
 	del := &cobra.Command{Use: "delete POLICY_ID", Short: "Delete a policy", Args: cobra.ExactArgs(1)}
 	del.RunE = func(cmd *cobra.Command, args []string) error {
 		return e.run(func(ctx context.Context, st *store.Store, acc account.ID, out io.Writer) error {
-			err := change(ctx, st, acc, "policy.delete", args[0], func(at *store.AccountTx) error {
-				return at.DeletePolicy(ctx, account.PolicyID(args[0]))
-			})
-			if errors.Is(err, store.ErrNotFound) {
+			err := accessService(st).DeletePolicy(ctx, acc, account.PolicyID(args[0]), initiator)
+			if errors.Is(err, store.ErrNotFound) || errors.Is(err, access.ErrNotFound) {
 				return fmt.Errorf("no policy %q (see: admin policies list)", args[0])
 			}
 			if err == nil {

@@ -1,7 +1,20 @@
-// Package admin is the local administration command (`netbird-mgmt admin`):
-// it works on the store directly, on either engine, without a browser or a
-// running server, Headscale-style. A running server picks its changes up
-// within a second.
+// Package admin is the local administration command (`netbird-mgmt admin`,
+// `netbird-server admin`): it works on the store, on either engine, without
+// a browser or a running server, Headscale-style.
+//
+// Every write goes through the same domain services as the REST API
+// (access for setup keys, groups and policies; peers for peers), so it is
+// validated, refused and logged in the activity log exactly as an API call
+// would be, with "admin-cli" as the initiator. Reads (listings, events,
+// export) go straight to the store. Import is a restore: it recreates a
+// whole account at store level, after checking the dump the way the
+// services check each object (see validateDump). Creating an account uses
+// the same tenant.Create as a first login.
+//
+// This command runs in its own process, so it has no streams to notify:
+// the services bump the account's serial in the change's transaction, and
+// a running server sees it (Postgres: the store's change notifications;
+// SQLite: its serial poll) and pushes new maps within a second.
 package admin
 
 import (
@@ -10,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -17,6 +31,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wiremesh/wiremesh/management/access"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/setupkey"
 	"github.com/wiremesh/wiremesh/management/store"
@@ -26,6 +41,17 @@ import (
 
 // initiator is how the activity log names changes made here.
 const initiator = "admin-cli"
+
+// defaultKeyName names setup keys created without --name (the API requires
+// a name; scripts written before it was required keep working).
+const defaultKeyName = "admin-cli"
+
+// accessService is the service the REST API changes setup keys, groups
+// and policies through. Its notifier is offline: the serial bump in each
+// change's transaction is what reaches a running server.
+func accessService(st *store.Store) *access.Service {
+	return access.New(st, offline{}, slog.New(slog.DiscardHandler))
+}
 
 // env is where the store selection reads its environment.
 type env struct {
@@ -148,7 +174,7 @@ func setupKeysCommand(e *env) *cobra.Command {
 		Short: "Create a setup key; the key itself is the last line of output and is shown only once",
 		Args:  cobra.NoArgs,
 	}
-	create.Flags().StringVar(&opts.Name, "name", "", "name shown in listings")
+	create.Flags().StringVar(&opts.Name, "name", defaultKeyName, "name shown in listings")
 	create.Flags().BoolVar(&opts.Reusable, "reusable", false, "allow more than one peer to register with the key")
 	create.Flags().IntVar(&opts.UsageLimit, "usage-limit", 0, "maximum registrations for a reusable key (0 = unlimited)")
 	create.Flags().DurationVar(&expires, "expires-in", setupkey.DefaultExpiry, "validity period (e.g. 24h); 0 = never expires")
@@ -171,21 +197,15 @@ func setupKeysCommand(e *env) *cobra.Command {
 			}
 		}
 		return e.run(func(ctx context.Context, st *store.Store, acc account.ID, out io.Writer) error {
-			now := time.Now().UTC()
-			k, secret, err := setupkey.New(acc, opts, now)
-			if err != nil {
+			o := opts
+			// The API takes group IDs; here a name does as well.
+			var err error
+			if o.AutoGroups, err = groupIDs(ctx, st, acc, o.AutoGroups); err != nil {
 				return err
 			}
-			err = st.Tx(ctx, func(tx *store.Tx) error {
-				at := tx.In(acc)
-				if err := at.InsertSetupKey(ctx, k); err != nil {
-					return err
-				}
-				_, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "setupkey.add", Initiator: initiator, Target: string(k.ID), Meta: map[string]string{"name": k.Name}})
-				return err
-			})
+			k, secret, err := accessService(st).CreateSetupKey(ctx, acc, o, initiator)
 			if err != nil {
-				return fmt.Errorf("save setup key: %w", err)
+				return fmt.Errorf("create setup key: %w", err)
 			}
 			fmt.Fprintf(out, "Created %s setup key %q (id %s), %s.\n", keyType(k), k.Name, k.ID, expiryText(k))
 			fmt.Fprintln(out, "Store it now: it is not shown again. Use it with: netbird up --setup-key KEY --management-url URL")
@@ -237,15 +257,15 @@ func setupKeysCommand(e *env) *cobra.Command {
 	}
 	revoke.RunE = func(cmd *cobra.Command, args []string) error {
 		return e.run(func(ctx context.Context, st *store.Store, acc account.ID, out io.Writer) error {
-			err := st.Tx(ctx, func(tx *store.Tx) error {
-				at := tx.In(acc)
-				if err := at.RevokeSetupKey(ctx, account.SetupKeyID(args[0])); err != nil {
-					return err
-				}
-				_, err := at.InsertEvent(ctx, account.Event{At: time.Now().UTC(), Activity: "setupkey.revoke", Initiator: initiator, Target: args[0]})
-				return err
-			})
-			if errors.Is(err, store.ErrNotFound) {
+			// Revoking is the API's update with revoked set and the
+			// auto-groups kept as they are.
+			id := account.SetupKeyID(args[0])
+			var k account.SetupKey
+			err := st.Read(ctx, func(tx *store.Tx) (err error) { k, err = tx.In(acc).SetupKey(ctx, id); return })
+			if err == nil {
+				_, err = accessService(st).UpdateSetupKey(ctx, acc, id, true, append([]string{}, k.AutoGroups...), initiator)
+			}
+			if errors.Is(err, store.ErrNotFound) || errors.Is(err, access.ErrNotFound) {
 				return fmt.Errorf("no setup key with id %q in account %s (see: admin setup-keys list)", args[0], acc)
 			}
 			if err != nil {

@@ -160,7 +160,8 @@ func exportCommand(e *env) *cobra.Command {
 }
 
 // readDump decodes an export strictly (unknown fields refused, size
-// bounded) and checks what the store does not: the account's settings.
+// bounded) and checks what the store does not: the account's settings and
+// every object as the services would (validateDump).
 func readDump(in io.Reader) (store.Dump, error) {
 	dec := json.NewDecoder(io.LimitReader(in, maxImport))
 	dec.DisallowUnknownFields()
@@ -169,6 +170,9 @@ func readDump(in io.Reader) (store.Dump, error) {
 		return d, fmt.Errorf("not an export: %w", err)
 	}
 	if err := d.Account.Settings.Validate(); err != nil {
+		return d, fmt.Errorf("%w; nothing was imported", err)
+	}
+	if err := validateDump(d); err != nil {
 		return d, fmt.Errorf("%w; nothing was imported", err)
 	}
 	return d, nil
