@@ -103,26 +103,8 @@ func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID, 
 		access networkmap.Access
 	)
 	err = st.Read(ctx, func(tx *store.Tx) error {
-		at := tx.In(acc)
 		var err error
-		if a, err = at.Account(ctx); err != nil {
-			return err
-		}
-		if ps, err = at.Peers(ctx); err != nil {
-			return err
-		}
-		blocked, err := at.BlockedUsers(ctx)
-		if err != nil {
-			return err
-		}
-		ps = withAccess(a, ps, blocked, time.Now())
-		if access.Groups, err = at.Groups(ctx); err != nil {
-			return err
-		}
-		if access.Policies, err = at.Policies(ctx); err != nil {
-			return err
-		}
-		access.PostureChecks, err = at.PostureChecks(ctx)
+		a, ps, access, err = networkmap.Read(ctx, tx.In(acc), time.Now())
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -161,13 +143,6 @@ func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID, 
 		e.checked = started
 	}
 	return e.ix, e.remote, nil
-}
-
-// withAccess drops the peers that may not be in any map: those of blocked
-// users and those whose user login expired (the expiry sweeper bumps the
-// serial when that happens, so a cached snapshot does not outlive it).
-func withAccess(a account.Account, ps []account.Peer, blocked map[account.UserID]bool, now time.Time) []account.Peer {
-	return networkmap.Participants(a, ps, blocked, now)
 }
 
 // loaded returns the serial of the account's loaded state, if any.

@@ -39,26 +39,8 @@ func (a *API) accessiblePeers(w http.ResponseWriter, r *http.Request, caller acc
 	)
 	ctx := r.Context()
 	err := a.o.Store.Read(ctx, func(tx *store.Tx) error {
-		at := tx.In(caller.AccountID)
 		var err error
-		if acc, err = at.Account(ctx); err != nil {
-			return err
-		}
-		if ps, err = at.Peers(ctx); err != nil {
-			return err
-		}
-		blocked, err := at.BlockedUsers(ctx)
-		if err != nil {
-			return err
-		}
-		ps = networkmap.Participants(acc, ps, blocked, time.Now())
-		if access.Groups, err = at.Groups(ctx); err != nil {
-			return err
-		}
-		if access.Policies, err = at.Policies(ctx); err != nil {
-			return err
-		}
-		access.PostureChecks, err = at.PostureChecks(ctx)
+		acc, ps, access, err = networkmap.Read(ctx, tx.In(caller.AccountID), time.Now())
 		return err
 	})
 	if err != nil {

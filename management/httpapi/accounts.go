@@ -25,34 +25,42 @@ type dashboardFeaturesJSON struct {
 	AgentNetwork *bool `json:"agent_network,omitempty"`
 }
 
-// settingsJSON is AccountSettings as responses carry it: every field of
-// the spec, those this server does not implement at their defaults.
+// settingsJSON is AccountSettings, both ways. Responses carry every
+// field of the spec (those this server does not implement at their
+// defaults), their pointers always set. In a PUT, the pointers are the
+// optional parts: an omitted dns_domain or network_range leaves the
+// current value, an omitted extra leaves it unchanged; an omitted flag or
+// list is its default (PUT replaces).
 type settingsJSON struct {
-	PeerLoginExpirationEnabled      bool                  `json:"peer_login_expiration_enabled"`
-	PeerLoginExpiration             int64                 `json:"peer_login_expiration"`
-	PeerInactivityExpirationEnabled bool                  `json:"peer_inactivity_expiration_enabled"`
-	PeerInactivityExpiration        int64                 `json:"peer_inactivity_expiration"`
-	RegularUsersViewBlocked         bool                  `json:"regular_users_view_blocked"`
-	PeerExposeEnabled               bool                  `json:"peer_expose_enabled"`
-	PeerExposeGroups                []string              `json:"peer_expose_groups"`
-	GroupsPropagationEnabled        bool                  `json:"groups_propagation_enabled"`
-	JWTGroupsEnabled                bool                  `json:"jwt_groups_enabled"`
-	JWTGroupsClaimName              string                `json:"jwt_groups_claim_name"`
-	JWTAllowGroups                  []string              `json:"jwt_allow_groups"`
-	RoutingPeerDNSResolutionEnabled bool                  `json:"routing_peer_dns_resolution_enabled"`
-	DNSDomain                       string                `json:"dns_domain"`
-	NetworkRange                    string                `json:"network_range"`
-	IPv6EnabledGroups               []string              `json:"ipv6_enabled_groups"`
-	Extra                           extraJSON             `json:"extra"`
-	LazyConnectionEnabled           bool                  `json:"lazy_connection_enabled"`
-	AutoUpdateVersion               string                `json:"auto_update_version"`
-	AutoUpdateAlways                bool                  `json:"auto_update_always"`
-	MetricsPushEnabled              bool                  `json:"metrics_push_enabled"`
-	AgentNetworkOnly                bool                  `json:"agent_network_only"`
-	DashboardFeatures               dashboardFeaturesJSON `json:"dashboard_features"`
-	EmbeddedIdPEnabled              bool                  `json:"embedded_idp_enabled"`
-	LocalAuthDisabled               bool                  `json:"local_auth_disabled"`
-	LocalMFAEnabled                 bool                  `json:"local_mfa_enabled"`
+	PeerLoginExpirationEnabled      bool     `json:"peer_login_expiration_enabled"`
+	PeerLoginExpiration             int64    `json:"peer_login_expiration"`
+	PeerInactivityExpirationEnabled bool     `json:"peer_inactivity_expiration_enabled"`
+	PeerInactivityExpiration        int64    `json:"peer_inactivity_expiration"`
+	RegularUsersViewBlocked         bool     `json:"regular_users_view_blocked"`
+	PeerExposeEnabled               bool     `json:"peer_expose_enabled"`
+	PeerExposeGroups                []string `json:"peer_expose_groups"`
+	GroupsPropagationEnabled        bool     `json:"groups_propagation_enabled"`
+	JWTGroupsEnabled                bool     `json:"jwt_groups_enabled"`
+	JWTGroupsClaimName              string   `json:"jwt_groups_claim_name"`
+	JWTAllowGroups                  []string `json:"jwt_allow_groups"`
+	RoutingPeerDNSResolutionEnabled bool     `json:"routing_peer_dns_resolution_enabled"`
+	DNSDomain                       *string  `json:"dns_domain"`
+	NetworkRange                    *string  `json:"network_range"`
+	// NetworkRangeV6 is only read, to refuse it: responses leave it out.
+	NetworkRangeV6        string                 `json:"network_range_v6,omitempty"`
+	IPv6EnabledGroups     []string               `json:"ipv6_enabled_groups"`
+	Extra                 *extraJSON             `json:"extra"`
+	LazyConnectionEnabled bool                   `json:"lazy_connection_enabled"`
+	AutoUpdateVersion     string                 `json:"auto_update_version"`
+	AutoUpdateAlways      bool                   `json:"auto_update_always"`
+	MetricsPushEnabled    bool                   `json:"metrics_push_enabled"`
+	AgentNetworkOnly      bool                   `json:"agent_network_only"`
+	DashboardFeatures     *dashboardFeaturesJSON `json:"dashboard_features"`
+	// EmbeddedIdPEnabled and LocalAuthDisabled describe the server: a PUT
+	// cannot change them, it is ignored there.
+	EmbeddedIdPEnabled bool `json:"embedded_idp_enabled"`
+	LocalAuthDisabled  bool `json:"local_auth_disabled"`
+	LocalMFAEnabled    bool `json:"local_mfa_enabled"`
 }
 
 type accountJSON struct {
@@ -80,6 +88,7 @@ func orEmpty(s []string) []string {
 
 func (a *API) toAccount(acc account.Account, owner, claimed string) accountJSON {
 	s := acc.Settings
+	domain, network := acc.Domain, acc.Network.String()
 	return accountJSON{ID: string(acc.ID), Domain: acc.Domain, DomainCategory: "private", CreatedAt: ts(acc.CreatedAt), CreatedBy: owner, ClaimedDomain: claimed,
 		Onboarding: map[string]bool{"signup_form_pending": false, "onboarding_flow_pending": false},
 		Settings: settingsJSON{
@@ -89,10 +98,11 @@ func (a *API) toAccount(acc account.Account, owner, claimed string) accountJSON 
 			GroupsPropagationEnabled: s.GroupsPropagationEnabled,
 			JWTGroupsEnabled:         s.JWTGroupsEnabled, JWTGroupsClaimName: s.JWTGroupsClaimName, JWTAllowGroups: orEmpty(s.JWTAllowGroups),
 			RoutingPeerDNSResolutionEnabled: s.RoutingPeerDNSResolutionEnabled,
-			DNSDomain:                       acc.Domain, NetworkRange: acc.Network.String(), IPv6EnabledGroups: []string{},
-			Extra: extraJSON{PeerApprovalEnabled: s.Extra.PeerApprovalEnabled, UserApprovalRequired: s.Extra.UserApprovalRequired,
+			DNSDomain:                       &domain, NetworkRange: &network, IPv6EnabledGroups: []string{},
+			Extra: &extraJSON{PeerApprovalEnabled: s.Extra.PeerApprovalEnabled, UserApprovalRequired: s.Extra.UserApprovalRequired,
 				NetworkTrafficLogsGroups: []string{}},
 			LazyConnectionEnabled: s.LazyConnectionEnabled, AutoUpdateVersion: autoUpdateDisabled, LocalMFAEnabled: s.LocalMFAEnabled,
+			DashboardFeatures:  &dashboardFeaturesJSON{},
 			EmbeddedIdPEnabled: a.o.Users.LocalIdP(), LocalAuthDisabled: !a.o.Users.LocalIdP()}}
 }
 
@@ -127,45 +137,9 @@ func (a *API) listAccounts(w http.ResponseWriter, r *http.Request, caller accoun
 	return ok(w, []accountJSON{a.toAccount(acc, a.owner(r, acc.ID), claimed)})
 }
 
-// settingsRequest is AccountSettings as a PUT sends it. Optional fields
-// are pointers: an omitted dns_domain or network_range leaves the current
-// value, an omitted flag or list is its default (PUT replaces).
-type settingsRequest struct {
-	PeerLoginExpirationEnabled      bool     `json:"peer_login_expiration_enabled"`
-	PeerLoginExpiration             int64    `json:"peer_login_expiration"`
-	PeerInactivityExpirationEnabled bool     `json:"peer_inactivity_expiration_enabled"`
-	PeerInactivityExpiration        int64    `json:"peer_inactivity_expiration"`
-	RegularUsersViewBlocked         bool     `json:"regular_users_view_blocked"`
-	PeerExposeEnabled               bool     `json:"peer_expose_enabled"`
-	PeerExposeGroups                []string `json:"peer_expose_groups"`
-	GroupsPropagationEnabled        bool     `json:"groups_propagation_enabled"`
-	JWTGroupsEnabled                bool     `json:"jwt_groups_enabled"`
-	JWTGroupsClaimName              string   `json:"jwt_groups_claim_name"`
-	JWTAllowGroups                  []string `json:"jwt_allow_groups"`
-	RoutingPeerDNSResolutionEnabled bool     `json:"routing_peer_dns_resolution_enabled"`
-	DNSDomain                       *string  `json:"dns_domain"`
-	NetworkRange                    *string  `json:"network_range"`
-	NetworkRangeV6                  string   `json:"network_range_v6"`
-	IPv6EnabledGroups               []string `json:"ipv6_enabled_groups"`
-	Extra                           *struct {
-		PeerApprovalEnabled                bool     `json:"peer_approval_enabled"`
-		UserApprovalRequired               bool     `json:"user_approval_required"`
-		NetworkTrafficLogsEnabled          bool     `json:"network_traffic_logs_enabled"`
-		NetworkTrafficLogsGroups           []string `json:"network_traffic_logs_groups"`
-		NetworkTrafficPacketCounterEnabled bool     `json:"network_traffic_packet_counter_enabled"`
-	} `json:"extra"`
-	LazyConnectionEnabled bool                   `json:"lazy_connection_enabled"`
-	AutoUpdateVersion     string                 `json:"auto_update_version"`
-	AutoUpdateAlways      bool                   `json:"auto_update_always"`
-	MetricsPushEnabled    bool                   `json:"metrics_push_enabled"`
-	AgentNetworkOnly      bool                   `json:"agent_network_only"`
-	DashboardFeatures     *dashboardFeaturesJSON `json:"dashboard_features"`
-	LocalMFAEnabled       bool                   `json:"local_mfa_enabled"`
-}
-
 // unsupported refuses the settings this server does not implement when a
 // request moves them away from their defaults, naming the field.
-func (s *settingsRequest) unsupported() error {
+func (s *settingsJSON) unsupported() error {
 	refuse := func(field, why string) error {
 		return fmt.Errorf("%w: %s is not supported by this server (%s)", users.ErrInvalid, field, why)
 	}
@@ -203,7 +177,7 @@ func (s *settingsRequest) unsupported() error {
 }
 
 // update turns the request into the domain's account update.
-func (s *settingsRequest) update() (peers.AccountUpdate, error) {
+func (s *settingsJSON) update() (peers.AccountUpdate, error) {
 	if err := s.unsupported(); err != nil {
 		return peers.AccountUpdate{}, err
 	}
@@ -255,8 +229,8 @@ func (a *API) updateAccount(w http.ResponseWriter, r *http.Request, caller accou
 		return err
 	}
 	var req struct {
-		Settings      *settingsRequest `json:"settings"`
-		ClaimedDomain *string          `json:"claimed_domain"`
+		Settings      *settingsJSON `json:"settings"`
+		ClaimedDomain *string       `json:"claimed_domain"`
 	}
 	if err := decode(r, &req); err != nil {
 		return err

@@ -95,22 +95,20 @@ func readIdP(r *http.Request) (idp.ProviderInput, error) {
 }
 
 func (a *API) createIdP(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	ps, err := a.idps()
-	if err != nil {
-		return err
-	}
-	in, err := readIdP(r)
-	if err != nil {
-		return err
-	}
-	p, err := ps.Create(r.Context(), caller, in)
-	if err != nil {
-		return err
-	}
-	return ok(w, toIdP(p))
+	return a.saveIdP(w, r, func(ps *idp.Providers, in idp.ProviderInput) (store.IdentityProvider, error) {
+		return ps.Create(r.Context(), caller, in)
+	})
 }
 
 func (a *API) updateIdP(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	return a.saveIdP(w, r, func(ps *idp.Providers, in idp.ProviderInput) (store.IdentityProvider, error) {
+		return ps.Update(r.Context(), caller, r.PathValue("idpId"), in)
+	})
+}
+
+// saveIdP reads an IdentityProviderRequest, hands it to save and
+// answers with the provider saved.
+func (a *API) saveIdP(w http.ResponseWriter, r *http.Request, save func(*idp.Providers, idp.ProviderInput) (store.IdentityProvider, error)) error {
 	ps, err := a.idps()
 	if err != nil {
 		return err
@@ -119,7 +117,7 @@ func (a *API) updateIdP(w http.ResponseWriter, r *http.Request, caller account.U
 	if err != nil {
 		return err
 	}
-	p, err := ps.Update(r.Context(), caller, r.PathValue("idpId"), in)
+	p, err := save(ps, in)
 	if err != nil {
 		return err
 	}

@@ -15,30 +15,11 @@ import (
 func (a *API) reachIndex(ctx context.Context, acc account.ID) (*networkmap.Index, error) {
 	var ix *networkmap.Index
 	err := a.o.Store.Read(ctx, func(tx *store.Tx) error {
-		at := tx.In(acc)
-		a, err := at.Account(ctx)
+		a, ps, access, err := networkmap.Read(ctx, tx.In(acc), time.Now())
 		if err != nil {
 			return err
 		}
-		ps, err := at.Peers(ctx)
-		if err != nil {
-			return err
-		}
-		blocked, err := at.BlockedUsers(ctx)
-		if err != nil {
-			return err
-		}
-		var access networkmap.Access
-		if access.Groups, err = at.Groups(ctx); err != nil {
-			return err
-		}
-		if access.Policies, err = at.Policies(ctx); err != nil {
-			return err
-		}
-		if access.PostureChecks, err = at.PostureChecks(ctx); err != nil {
-			return err
-		}
-		ix = networkmap.NewIndex(a, networkmap.Participants(a, ps, blocked, time.Now()), access)
+		ix = networkmap.NewIndex(a, ps, access)
 		return nil
 	})
 	return ix, err

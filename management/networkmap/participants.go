@@ -1,6 +1,7 @@
 package networkmap
 
 import (
+	"context"
 	"time"
 
 	"github.com/wiremesh/wiremesh/management/account"
@@ -21,4 +22,43 @@ func Participants(a account.Account, ps []account.Peer, blocked map[account.User
 		out = append(out, p)
 	}
 	return out
+}
+
+// Source is the state of one account maps are computed from, as a store
+// transaction scoped to that account reads it.
+type Source interface {
+	Account(ctx context.Context) (account.Account, error)
+	Peers(ctx context.Context) ([]account.Peer, error)
+	BlockedUsers(ctx context.Context) (map[account.UserID]bool, error)
+	Groups(ctx context.Context) ([]account.Group, error)
+	Policies(ctx context.Context) ([]account.Policy, error)
+	PostureChecks(ctx context.Context) ([]account.PostureCheck, error)
+}
+
+// Read loads what the account's maps are computed from at now: the
+// account, its Participants and its access rules.
+func Read(ctx context.Context, src Source, now time.Time) (account.Account, []account.Peer, Access, error) {
+	var access Access
+	a, err := src.Account(ctx)
+	if err != nil {
+		return a, nil, access, err
+	}
+	ps, err := src.Peers(ctx)
+	if err != nil {
+		return a, nil, access, err
+	}
+	blocked, err := src.BlockedUsers(ctx)
+	if err != nil {
+		return a, nil, access, err
+	}
+	if access.Groups, err = src.Groups(ctx); err != nil {
+		return a, nil, access, err
+	}
+	if access.Policies, err = src.Policies(ctx); err != nil {
+		return a, nil, access, err
+	}
+	if access.PostureChecks, err = src.PostureChecks(ctx); err != nil {
+		return a, nil, access, err
+	}
+	return a, Participants(a, ps, blocked, now), access, nil
 }

@@ -507,86 +507,22 @@ var ErrInvalid = errors.New("invalid request")
 // seen remembers what was announced, against repeats at the window's
 // edges; the caller keeps it between calls.
 func (s *Service) ExpireLogins(ctx context.Context, since time.Time, seen map[account.PeerID]time.Time) error {
-	now := s.now()
-	var accs []account.Account
-	if err := s.store.Read(ctx, func(tx *store.Tx) error {
-		var err error
-		accs, err = tx.Accounts(ctx)
-		return err
-	}); err != nil {
-		return err
-	}
-	exp := map[account.ID]time.Duration{}
-	durations := map[time.Duration]bool{}
-	for _, a := range accs {
-		if !a.Settings.PeerLoginExpirationEnabled || a.Settings.PeerLoginExpiration <= 0 {
-			continue
-		}
-		d := time.Duration(a.Settings.PeerLoginExpiration) * time.Second
-		exp[a.ID], durations[d] = d, true
-	}
-	// Expired since the last sweep: last login + expiration in (since, now],
-	// one narrow window per expiration in use (accounts share few values).
-	var cands []account.Peer
-	oldest := now
-	for d := range durations {
-		after, before := since.Add(-d-time.Second), now.Add(-d)
-		if after.Before(oldest) {
-			oldest = after
-		}
-		var ps []account.Peer
-		if err := s.store.Read(ctx, func(tx *store.Tx) error {
-			var err error
-			ps, err = tx.LoginsBetween(ctx, after.UnixNano(), before.UnixNano())
-			return err
-		}); err != nil {
-			return err
-		}
-		for _, p := range ps {
-			if exp[p.AccountID] == d {
-				cands = append(cands, p)
+	return s.expire(ctx, since, seen, sweep{
+		duration: func(set account.Settings) time.Duration {
+			if !set.PeerLoginExpirationEnabled {
+				return 0
 			}
-		}
-	}
-	fresh := map[account.ID][]account.Peer{}
-	for _, p := range cands {
-		if p.LastLogin.Add(exp[p.AccountID]).After(now) {
-			continue
-		}
-		if last, ok := seen[p.ID]; ok && last.Equal(p.LastLogin) {
-			continue
-		}
-		fresh[p.AccountID] = append(fresh[p.AccountID], p)
-	}
-	for id, last := range seen {
-		if last.Before(oldest) {
-			delete(seen, id)
-		}
-	}
-	for acc, ps := range fresh {
-		err := s.store.Tx(ctx, func(tx *store.Tx) error {
-			at := tx.In(acc)
-			if _, err := at.BumpSerial(ctx); err != nil {
-				return err
-			}
-			for _, p := range ps {
-				if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "peer.login.expire", Initiator: "system", Target: string(p.ID),
-					Meta: map[string]string{"name": p.Name, "user": string(p.UserID)}}); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, p := range ps {
-			seen[p.ID] = p.LastLogin
-			s.log.Info("peer login expired", "peer", p.ID, "name", p.Name, "user", p.UserID)
-		}
-		s.notify.AccountChanged(acc)
-	}
-	return nil
+			return time.Duration(set.PeerLoginExpiration) * time.Second
+		},
+		between: func(ctx context.Context, tx *store.Tx, after, before int64) ([]account.Peer, error) {
+			return tx.LoginsBetween(ctx, after, before)
+		},
+		expired: func(set account.Settings, p account.Peer, now time.Time) bool {
+			return !p.LastLogin.Add(time.Duration(set.PeerLoginExpiration) * time.Second).After(now)
+		},
+		mark: func(p account.Peer) time.Time { return p.LastLogin },
+		log:  "peer login expired",
+	})
 }
 
 // postureMeta is the part of a peer's metadata posture checks read.
