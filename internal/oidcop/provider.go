@@ -105,7 +105,10 @@ type Provider struct {
 	// token from both: bcrypt is the expensive part, and an evaluation of
 	// a right password is an oracle for a wrong one.
 	perPair, perEmail *ratelimit.Limiter
-	loginFailures     atomic.Int64
+	// codes limits wrong second-factor codes per subject over all sources,
+	// far stricter than passwords (see codeBurst).
+	codes         *ratelimit.Limiter
+	loginFailures atomic.Int64
 	// Refusals are logged at most once per 10 s each, with how many
 	// were not: a flood must not flood the log.
 	limitLog, pendingLog *ratelimit.Every
@@ -166,6 +169,7 @@ func New(o Options) (*Provider, error) {
 		upstreams: o.Upstreams, mfa: o.SecondFactor, httpClient: o.HTTPClient, secure: u.Scheme == "https",
 		perPair:  ratelimit.New(ratelimit.Options{Burst: pairBurst, Refill: refill, MaxKeys: 20000, MaxPerSource: 64, Now: o.Now}),
 		perEmail: ratelimit.New(ratelimit.Options{Burst: emailBurst, Refill: refill, MaxKeys: 20000, Now: o.Now}),
+		codes:    ratelimit.New(ratelimit.Options{Burst: codeBurst, Refill: codeRefill, MaxKeys: 20000, Now: o.Now}),
 		limitLog: ratelimit.NewEvery(10*time.Second, o.Now), pendingLog: ratelimit.NewEvery(10*time.Second, o.Now),
 	}
 	for _, c := range o.Clients {

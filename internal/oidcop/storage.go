@@ -40,6 +40,8 @@ type authRequest struct {
 	// factorSubject is set once the password was right and the login
 	// waits for that subject's second factor.
 	factorSubject, factorEmail string
+	// factorFailures counts wrong codes given for it (see maxCodesPerLogin).
+	factorFailures int
 	pending
 }
 

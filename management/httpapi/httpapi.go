@@ -236,7 +236,8 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusNotFound, "not found"
 	case errors.Is(err, users.ErrConflict), errors.Is(err, store.ErrConflict):
 		code, msg = http.StatusConflict, err.Error()
-	case errors.Is(err, users.ErrSetupDone), errors.Is(err, users.ErrNoLocalIdP), errors.Is(err, users.ErrExpired), errors.Is(err, users.ErrNoInviteDelivery):
+	case errors.Is(err, users.ErrSetupDone), errors.Is(err, users.ErrNoLocalIdP), errors.Is(err, users.ErrExpired), errors.Is(err, users.ErrNoInviteDelivery),
+		errors.Is(err, users.ErrSoleAccount):
 		code, msg = http.StatusPreconditionFailed, err.Error()
 	case errors.Is(err, users.ErrInvalid), errors.Is(err, peers.ErrInvalid), errors.Is(err, idp.ErrInvalid):
 		code, msg = http.StatusUnprocessableEntity, err.Error()

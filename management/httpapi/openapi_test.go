@@ -348,9 +348,11 @@ func TestOpenAPIOperationsConform(t *testing.T) {
 	conformExtra(t, d, ownerID)
 	conformIdPs(t, d)
 
-	// Last: the account goes, and the owner's token with it.
-	d.call("DELETE", "/api/accounts/{accountId}", "/api/accounts/"+acc, nil, 200)
-	d.call("GET", "/api/users/current", "/api/users/current", nil, 401)
+	// The install's own account (built-in provider) is never deleted over
+	// the API: it would reopen setup (management/server TestDeleteAccountREST
+	// deletes one for real).
+	d.call("DELETE", "/api/accounts/{accountId}", "/api/accounts/"+acc, nil, 412)
+	d.call("GET", "/api/users/current", "/api/users/current", nil, 200)
 
 	var missing []string
 	for path, item := range d.doc.Paths.Map() {

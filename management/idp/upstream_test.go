@@ -103,8 +103,9 @@ func (r *rig) upstreamLogin(t *testing.T, b *upstreamBrowser, name, email, passw
 // TestUpstreamLogin: an admin adds a second OpenID Connect provider (run
 // in-process on loopback) to the built-in one; its users log in through
 // the login page's button and get the built-in provider's tokens: a new
-// user for an unknown person, the invited user for an invited address, the
-// existing user for an existing address; one user per upstream subject.
+// user for an unknown person once an admin approved it, the invited user
+// for an invited address; one user per upstream subject. The owner's
+// address is refused.
 func TestUpstreamLogin(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
@@ -113,7 +114,27 @@ func TestUpstreamLogin(t *testing.T) {
 		testoidc.User{Subject: "u-erin", Email: "erin@corp.example", Name: "Erin", Password: "Erin-passw0rd!"},
 		testoidc.User{Subject: "u-owner", Email: "owner@example.com", Name: "Owner Upstream", Password: "Owner-upstream1!"})
 	ps := idp.Providers{Store: r.st}
-	if _, err := ps.Create(ctx, r.owner, idp.ProviderInput{Type: "oidc", Name: "Corp <SSO>", Issuer: up.URL, ClientID: testoidc.ClientID}); err != nil {
+	ps0, err := ps.Create(ctx, r.owner, idp.ProviderInput{Type: "oidc", Name: "Corp <SSO>", Issuer: up.URL, ClientID: testoidc.ClientID})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// An unknown person's first login makes a user pending approval (the
+	// account does not require approval, a provider's people still wait).
+	if _, err := r.upstreamLogin(t, newBrowser(), "Corp <SSO>", "dana@corp.example", "Dana-passw0rd!"); err == nil ||
+		!strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "pending approval") {
+		t.Fatalf("unknown person's first upstream login: %v, want pending approval", err)
+	}
+	var pending account.User
+	err = r.st.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		pending, err = tx.In(r.owner.AccountID).UserByEmail(ctx, "dana@corp.example")
+		return err
+	})
+	if err != nil || !pending.PendingApproval || pending.Role != account.RoleUser {
+		t.Fatalf("user of the first upstream login: %+v %v", pending, err)
+	}
+	if _, err := r.us.Approve(ctx, r.owner, pending.ID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -171,13 +192,15 @@ func TestUpstreamLogin(t *testing.T) {
 		t.Fatalf("invitation left after it was used: %v", inv)
 	}
 
-	// An existing user's verified address logs in as that user.
-	tok, err = r.upstreamLogin(t, newBrowser(), "Corp <SSO>", "owner@example.com", "Owner-upstream1!")
-	if err != nil {
-		t.Fatal(err)
+	// The owner's verified address, from a provider an admin added, is
+	// refused: the owner logs in with its password (and second factor).
+	if _, err := r.upstreamLogin(t, newBrowser(), "Corp <SSO>", "owner@example.com", "Owner-upstream1!"); err == nil ||
+		!strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "log in with its password") {
+		t.Fatalf("upstream login with the owner's address: %v, want refused", err)
 	}
-	if co, _ := r.verify(tok.AccessToken); co.Subject != string(r.owner.ID) {
-		t.Fatalf("existing user's upstream login is %s, want %s", co.Subject, r.owner.ID)
+	err = r.st.Read(ctx, func(tx *store.Tx) error { _, err := tx.IdPLink(ctx, ps0.ID, "u-owner"); return err })
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("link stored for the refused owner login: %v", err)
 	}
 
 	// Blocked, the upstream user cannot log in.
@@ -191,7 +214,7 @@ func TestUpstreamLogin(t *testing.T) {
 
 // TestJoinUpstreamUnverified: an address the upstream provider did not
 // verify claims neither an existing user nor an invitation, and nothing is
-// stored; it may still become a new user.
+// stored; it may still become a new user, pending approval.
 func TestJoinUpstreamUnverified(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
@@ -213,9 +236,18 @@ func TestJoinUpstreamUnverified(t *testing.T) {
 			t.Fatalf("link stored for a refused login: %v", err)
 		}
 	}
-	u, err := r.us.JoinUpstream(ctx, r.owner.AccountID, users.UpstreamLogin{ProviderID: p.ID, Subject: "s-new", Email: "new@example.com"})
-	if err != nil || u.EmailVerified || u.Role != account.RoleUser {
-		t.Fatalf("new user with an unverified address: %+v %v", u, err)
+	if _, err := r.us.JoinUpstream(ctx, r.owner.AccountID, users.UpstreamLogin{ProviderID: p.ID, Subject: "s-new", Email: "new@example.com"}); !errors.Is(err, users.ErrPendingApproval) {
+		t.Fatalf("new user with an unverified address: %v, want ErrPendingApproval", err)
+	}
+	err = r.st.Read(ctx, func(tx *store.Tx) error {
+		u, err := tx.In(r.owner.AccountID).UserByEmail(ctx, "new@example.com")
+		if err == nil && (u.EmailVerified || u.Role != account.RoleUser || !u.PendingApproval) {
+			t.Errorf("new user with an unverified address: %+v", u)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if _, err := r.us.JoinUpstream(ctx, r.owner.AccountID, users.UpstreamLogin{ProviderID: p.ID, Subject: "s-none"}); !errors.Is(err, users.ErrInvalid) {
 		t.Fatalf("login without an e-mail address: %v", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/testoidc"
 	"github.com/wiremesh/wiremesh/internal/testpeer"
 	"github.com/wiremesh/wiremesh/management/server"
+	"github.com/wiremesh/wiremesh/management/users"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
@@ -277,8 +278,22 @@ func TestRegularUsersViewBlocked(t *testing.T) {
 // TestDeleteAccountREST: only the owner deletes the account; everything
 // in it goes, its peers' streams end, other accounts stay.
 func TestDeleteAccountREST(t *testing.T) {
-	e, o := ownerAPI(t)
+	// The install's own account, where the built-in provider's setup puts
+	// its owner, is refused: deleting it would reopen POST /api/setup.
+	_, own := ownerAPI(t)
+	own.call("DELETE", "/api/accounts/"+accountOf(own)["id"].(string), nil, 412)
+	own.call("GET", "/api/accounts", nil, 200)
+	own.call("POST", "/api/setup", map[string]any{"email": "x@example.com", "password": "Other-passw0rd!", "name": "X"}, 412)
+
+	// With an external provider in domain mode every stranger owns an
+	// account of its own, which its owner may delete.
+	idp := testoidc.Start(t, "")
+	e := startWith(t, t.TempDir(), server.Options{Identity: server.Identity{Issuer: idp.URL, ClientID: testoidc.ClientID, Mode: users.DomainAccounts}})
 	ctx := context.Background()
+	e.api("Bearer "+idp.Mint(t, map[string]any{"sub": "first", "email": "first@example.com"})).call("GET", "/api/users/current", nil, 200)
+	o := e.api("Bearer " + idp.Mint(t, map[string]any{"sub": "owner", "email": "owner@example.com"}))
+	me := obj(o.call("GET", "/api/users/current", nil, 200))["id"].(string)
+	o = e.api("Token " + obj(o.call("POST", "/api/users/"+me+"/tokens", map[string]any{"name": "t", "expires_in": 1}, 200))["plain_token"].(string))
 	id := accountOf(o)["id"].(string)
 	key := obj(o.call("POST", "/api/setup-keys", map[string]any{"name": "k", "type": "reusable", "expires_in": 0, "auto_groups": []string{}, "usage_limit": 0}, 200))
 	p := testpeer.New(e.conn, "box")

@@ -21,8 +21,10 @@ import (
 // TestUpstreamIdPThroughREST: an owner adds a second OpenID Connect
 // provider (run in-process on loopback) through /api/identity-providers;
 // a person of that provider logs in on the built-in provider's page with
-// its button, through real HTTP (cookie jar, the upstream's login form),
-// and the built-in token works on the REST API as the new user. A refresh
+// its button, through real HTTP (cookie jar, the upstream's login form):
+// the first login leaves a user pending approval, and once the owner
+// approves it (POST /api/users/{id}/approve) the built-in token works on
+// the REST API as the new user. A refresh
 // gives a new one; end-session ends it.
 func TestUpstreamIdPThroughREST(t *testing.T) {
 	const dash = "http://dashboard.test/nb-auth"
@@ -36,7 +38,6 @@ func TestUpstreamIdPThroughREST(t *testing.T) {
 
 	conf := &oauth2.Config{ClientID: idp.DashboardClientID, RedirectURL: dash, Scopes: []string{"openid", "profile", "email", "offline_access"},
 		Endpoint: oauth2.Endpoint{AuthURL: issuer + "/authorize", TokenURL: issuer + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
-	verifier := oauth2.GenerateVerifier()
 	jar, _ := cookiejar.New(nil)
 	var back *url.URL
 	c := &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
@@ -55,26 +56,55 @@ func TestUpstreamIdPThroughREST(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp, string(b)
 	}
-	_, page := get(conf.AuthCodeURL("xyz", oauth2.S256ChallengeOption(verifier)))
-	m := regexp.MustCompile(`<a class="idp" href="([^"]+)">Log in with Corp</a>`).FindStringSubmatch(page)
-	if m == nil {
-		t.Fatalf("no Corp button on the login page:\n%s", page)
+	// login runs the browser's login with the Corp button; it returns the
+	// built-in provider's token, or nil and the page the login ended on.
+	login := func() (*oauth2.Token, string) {
+		verifier := oauth2.GenerateVerifier()
+		_, page := get(conf.AuthCodeURL("xyz", oauth2.S256ChallengeOption(verifier)))
+		m := regexp.MustCompile(`<a class="idp" href="([^"]+)">Log in with Corp</a>`).FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("no Corp button on the login page:\n%s", page)
+		}
+		resp, _ := get("http://" + e.addr + html.UnescapeString(m[1]))
+		form := resp.Request.URL
+		post := *form
+		post.RawQuery = ""
+		back = nil
+		resp, err := c.PostForm(post.String(), url.Values{"authRequestID": {form.Query().Get("authRequestID")}, "email": {"dana@corp.example"}, "password": {"Dana-passw0rd!"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if back == nil {
+			return nil, resp.Status + " " + string(body)
+		}
+		if back.Query().Get("state") != "xyz" {
+			t.Fatalf("login returned to the dashboard with %v", back)
+		}
+		tok, err := conf.Exchange(context.Background(), back.Query().Get("code"), oauth2.VerifierOption(verifier))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok, ""
 	}
-	resp, _ := get("http://" + e.addr + html.UnescapeString(m[1]))
-	form := resp.Request.URL
-	post := *form
-	post.RawQuery = ""
-	resp, err := c.PostForm(post.String(), url.Values{"authRequestID": {form.Query().Get("authRequestID")}, "email": {"dana@corp.example"}, "password": {"Dana-passw0rd!"}})
-	if err != nil {
-		t.Fatal(err)
+	// The first login makes a user pending approval; an admin approves it.
+	if tok, page := login(); tok != nil || !strings.HasPrefix(page, "403") || !strings.Contains(page, "pending approval") {
+		t.Fatalf("first upstream login: %v, want pending approval:\n%s", tok, page)
 	}
-	resp.Body.Close()
-	if back == nil || back.Query().Get("state") != "xyz" {
-		t.Fatalf("login did not return to the dashboard: %s, %v", resp.Status, back)
+	var dana map[string]any
+	for _, u := range list(owner.call("GET", "/api/users", nil, 200)) {
+		if obj(u)["email"] == "dana@corp.example" {
+			dana = obj(u)
+		}
 	}
-	tok, err := conf.Exchange(context.Background(), back.Query().Get("code"), oauth2.VerifierOption(verifier))
-	if err != nil {
-		t.Fatal(err)
+	if dana == nil || dana["pending_approval"] != true || dana["role"] != "user" {
+		t.Fatalf("upstream user before approval: %v", dana)
+	}
+	owner.call("POST", "/api/users/"+url.PathEscape(dana["id"].(string))+"/approve", nil, 200)
+	tok, page := login()
+	if tok == nil {
+		t.Fatalf("approved user's upstream login:\n%s", page)
 	}
 	me := obj(e.api("Bearer "+tok.AccessToken).call("GET", "/api/users/current", nil, 200))
 	if me["email"] != "dana@corp.example" || me["role"] != "user" {
@@ -93,7 +123,7 @@ func TestUpstreamIdPThroughREST(t *testing.T) {
 	e.api("Bearer "+fresh.AccessToken).call("GET", "/api/users/current", nil, 200)
 	idt, _ := tok.Extra("id_token").(string)
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err = noFollow.Get(issuer + "/end_session?" + url.Values{"id_token_hint": {idt}, "post_logout_redirect_uri": {"http://dashboard.test/"}}.Encode())
+	resp, err := noFollow.Get(issuer + "/end_session?" + url.Values{"id_token_hint": {idt}, "post_logout_redirect_uri": {"http://dashboard.test/"}}.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}

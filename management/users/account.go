@@ -29,6 +29,20 @@ func (s *Service) DeleteAccount(ctx context.Context, caller account.User, id acc
 	now := s.now()
 	var n int
 	err := s.o.Store.Tx(ctx, func(tx *store.Tx) error {
+		// The install's first account is recreated, ownerless, at the next
+		// request when everyone lives in it (single mode) or the built-in
+		// provider runs (its setup fills that account): anyone could then
+		// take the install over through POST /api/setup, or the next person
+		// to log in would own it.
+		if s.o.Mode == SingleAccount || s.o.LocalIdP {
+			accs, err := tx.Accounts(ctx)
+			if err != nil {
+				return err
+			}
+			if len(accs) > 0 && accs[0].ID == id {
+				return ErrSoleAccount
+			}
+		}
 		at := tx.In(id)
 		us, err := at.Users(ctx)
 		if err != nil {

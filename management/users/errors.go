@@ -27,6 +27,12 @@ var (
 	// ErrNoInviteDelivery: invitations are not sent from here.
 	ErrNoInviteDelivery = errors.New("this server sends no invitations: with the built-in identity provider create an invite link " +
 		"(POST /api/users/invites) and pass it on; with an external identity provider invite the user there")
+	// ErrSoleAccount: the install's first account, where single-account
+	// mode and the built-in identity provider put everyone, cannot be
+	// deleted over the API.
+	ErrSoleAccount = errors.New("this is the install's own account (where single-account mode and the built-in identity provider " +
+		"put everyone): deleting it would reopen first-run setup to anyone who reaches the server; to start over, stop the " +
+		"server and remove its data directory or database")
 	// ErrExpired: an invite or token whose time is over.
 	ErrExpired = errors.New("expired")
 )

@@ -364,7 +364,8 @@ func (s *Service) AcceptInvite(ctx context.Context, token, password string) (acc
 	return u, nil
 }
 
-// ChangePassword changes the caller's own local password.
+// ChangePassword changes the caller's own local password and ends the
+// built-in provider's refresh tokens of the caller.
 func (s *Service) ChangePassword(ctx context.Context, caller account.User, id account.UserID, oldPW, newPW string) error {
 	if !s.o.LocalIdP {
 		return ErrNoLocalIdP
@@ -397,6 +398,7 @@ func (s *Service) ChangePassword(ctx context.Context, caller account.User, id ac
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	now := s.now()
 	return mapErr(s.o.Store.Tx(ctx, func(tx *store.Tx) error {
 		c, err := tx.Credential(ctx, id)
 		if err != nil {
@@ -408,7 +410,13 @@ func (s *Service) ChangePassword(ctx context.Context, caller account.User, id ac
 		if err := tx.SetPassword(ctx, id, hash); err != nil {
 			return err
 		}
-		_, err = tx.In(caller.AccountID).InsertEvent(ctx, account.Event{At: s.now(), Activity: "user.password.change", Initiator: string(id), Target: string(id)})
+		// The built-in provider's refresh tokens end with the old
+		// password (and the access tokens last issued from them): a
+		// stolen one stops working, and every session logs in again.
+		if err := tx.DeleteRefreshTokensOf(ctx, string(id), "", now); err != nil {
+			return err
+		}
+		_, err = tx.In(caller.AccountID).InsertEvent(ctx, account.Event{At: now, Activity: "user.password.change", Initiator: string(id), Target: string(id)})
 		return err
 	}))
 }

@@ -24,12 +24,15 @@ type UpstreamLogin struct {
 }
 
 // JoinUpstream returns the user an upstream login is, in the account that
-// added the provider: the user it logged in as before; else the account's
-// user or invitation with its e-mail address, which only an address the
-// provider verified may claim (a user with an invitation gets its role
-// and groups); else a new user with the user role, pending approval when
-// the account requires it. A blocked user gets ErrBlocked, one pending
-// approval ErrPendingApproval.
+// added the provider: the user it logged in as before; else, for an
+// address the provider verified, the account's invitation with that
+// address (the user gets its role and groups) or an existing user with it
+// that has no local login of its own (password or second factor) and is
+// neither owner nor admin; else a new user with the user role, always
+// pending approval. Any other existing user with the address is refused
+// (ErrForbidden) and nothing changes: whoever controls a provider an admin
+// added must not become the owner or bypass a password and second factor.
+// A blocked user gets ErrBlocked, one pending approval ErrPendingApproval.
 func (s *Service) JoinUpstream(ctx context.Context, acc account.ID, in UpstreamLogin) (account.User, error) {
 	if in.Subject == "" {
 		return account.User{}, fmt.Errorf("%w: the identity provider named no subject", ErrInvalid)
@@ -61,6 +64,9 @@ func (s *Service) JoinUpstream(ctx context.Context, acc account.ID, in UpstreamL
 			if !in.EmailVerified || existing.ServiceUser {
 				return unverified
 			}
+			if err := linkable(ctx, tx, existing); err != nil {
+				return err
+			}
 			u = existing
 			return link()
 		case !errors.Is(err, store.ErrNotFound):
@@ -88,13 +94,9 @@ func (s *Service) JoinUpstream(ctx context.Context, acc account.ID, in UpstreamL
 				return err
 			}
 		}
-		if activity == "user.join" {
-			a, err := at.Account(ctx)
-			if err != nil {
-				return err
-			}
-			u.PendingApproval = a.Settings.Extra.UserApprovalRequired
-		}
+		// Whoever the provider vouches for, an admin lets them in: a
+		// broad provider (Google) would otherwise open the mesh to all.
+		u.PendingApproval = activity == "user.join"
 		if err := at.InsertUser(ctx, u); err != nil {
 			return err
 		}
@@ -118,4 +120,31 @@ func (s *Service) JoinUpstream(ctx context.Context, acc account.ID, in UpstreamL
 		return account.User{}, ErrPendingApproval
 	}
 	return u, nil
+}
+
+// errHasLocalLogin: an upstream login's verified address is an existing
+// user's that it may not claim.
+var errHasLocalLogin = errors.New("an account with this e-mail already exists here: log in with its password")
+
+// linkable reports whether an upstream login with u's verified address may
+// become u: not when u is an owner or admin, nor when u has a local login
+// (password or TOTP factor) at the built-in provider, which the upstream
+// login would otherwise bypass.
+func linkable(ctx context.Context, tx *store.Tx, u account.User) error {
+	if u.Role == account.RoleOwner || u.Role == account.RoleAdmin {
+		return fmt.Errorf("%w: %w", ErrForbidden, errHasLocalLogin)
+	}
+	if _, err := tx.Credential(ctx, u.ID); !errors.Is(err, store.ErrNotFound) {
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %w", ErrForbidden, errHasLocalLogin)
+	}
+	if _, err := tx.TOTPFactor(ctx, string(u.ID)); !errors.Is(err, store.ErrNotFound) {
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %w", ErrForbidden, errHasLocalLogin)
+	}
+	return nil
 }
