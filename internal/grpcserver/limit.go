@@ -115,16 +115,23 @@ func (l *Listener) Metrics() []metrics.Sample {
 	}
 }
 
+// sourceOf is the client a connection is counted against: its IPv4
+// address, or the /64 of its IPv6 address (one host usually holds a whole
+// /64, so counting single addresses would not cap it).
 func sourceOf(a net.Addr) netip.Addr {
+	var ip netip.Addr
 	if ta, ok := a.(*net.TCPAddr); ok {
-		ip, _ := netip.AddrFromSlice(ta.IP)
-		return ip.Unmap()
+		ip, _ = netip.AddrFromSlice(ta.IP)
+	} else if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		ip = ap.Addr()
 	}
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return netip.Addr{}
+	ip = ip.Unmap()
+	if ip.Is6() && !ip.IsLoopback() { // loopback stays itself: it is exempt
+		if p, err := ip.Prefix(64); err == nil {
+			return p.Addr()
+		}
 	}
-	return ap.Addr().Unmap()
+	return ip
 }
 
 type limitedConn struct {
