@@ -121,12 +121,7 @@ func (a *API) owner(r *http.Request, acc account.ID) string {
 }
 
 func (a *API) listAccounts(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	var acc account.Account
-	err := a.o.Store.Read(r.Context(), func(tx *store.Tx) error {
-		var err error
-		acc, err = tx.In(caller.AccountID).Account(r.Context())
-		return err
-	})
+	acc, err := a.callerAccount(r.Context(), caller)
 	if err != nil {
 		return err
 	}

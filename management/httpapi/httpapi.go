@@ -291,3 +291,14 @@ func requireAdmin(caller account.User) error {
 	}
 	return nil
 }
+
+// callerAccount reads the caller's account (settings included).
+func (a *API) callerAccount(ctx context.Context, caller account.User) (account.Account, error) {
+	var acc account.Account
+	err := a.o.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		acc, err = tx.In(caller.AccountID).Account(ctx)
+		return err
+	})
+	return acc, err
+}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/account"
-	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/users"
 )
 
@@ -99,12 +98,7 @@ func (a *API) listUsers(w http.ResponseWriter, r *http.Request, caller account.U
 }
 
 func (a *API) currentUser(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	var acc account.Account
-	err := a.o.Store.Read(r.Context(), func(tx *store.Tx) error {
-		var err error
-		acc, err = tx.In(caller.AccountID).Account(r.Context())
-		return err
-	})
+	acc, err := a.callerAccount(r.Context(), caller)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/auth"
-	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/users"
 )
 
@@ -27,12 +26,8 @@ func (a *API) viewGate(pattern string, h handler) handler {
 		if !auth.Restricted(caller.Role) || allowed || (self && r.PathValue("userId") == string(caller.ID)) {
 			return h(w, r, caller)
 		}
-		var acc account.Account
-		if err := a.o.Store.Read(r.Context(), func(tx *store.Tx) error {
-			var err error
-			acc, err = tx.In(caller.AccountID).Account(r.Context())
-			return err
-		}); err != nil {
+		acc, err := a.callerAccount(r.Context(), caller)
+		if err != nil {
 			return err
 		}
 		if acc.Settings.RegularUsersViewBlocked {
