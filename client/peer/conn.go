@@ -168,6 +168,9 @@ type session struct {
 	keptRelay bool // ICE connected through TURN only and the relay server was kept
 	punched   bool // WireGuard uses a path punched beyond ICE (punch.go)
 	punch     punch
+	// resent: our candidates went out again once the remote's ICE agent
+	// was known to exist (see resendCandidates).
+	resent bool
 }
 
 // localCand is a local ICE candidate as sent through signal.
@@ -231,7 +234,11 @@ func (c *Conn) run(ctx context.Context) {
 			restart.Reset(backoff)
 			return
 		}
-		c.setStatus(func(st *Status) { *st = Status{State: "Connecting", Since: st.Since} })
+		if c.onICE || c.rl.pc == nil || !c.rl.adopted {
+			// While the relay carries the traffic, a new ICE attempt does
+			// not make the peer "Connecting": it stays connected, relayed.
+			c.setStatus(func(st *Status) { *st = Status{State: "Connecting", Since: st.Since} })
+		}
 	}
 	newSession()
 
@@ -270,8 +277,10 @@ func (c *Conn) run(ctx context.Context) {
 						c.startRelay(ctx, &c.rl)
 					}
 					want := c.turnWanted(ev)
-					if was := c.turnToRemote.Swap(want); want && !was && t == signalpb.Body_ANSWER {
-						// An offer is answered with every candidate below.
+					if was := c.turnToRemote.Swap(want); want && !was && t == signalpb.Body_ANSWER && s.resent {
+						// An offer is answered with every candidate below;
+						// an answer resends every candidate (resendCandidates)
+						// unless that already happened.
 						c.sendCandidates(ctx, s, true)
 					}
 				}
@@ -296,8 +305,12 @@ func (c *Conn) run(ctx context.Context) {
 					if ok && !s.connecting {
 						c.startConnect(ctx, s, ufrag, pwd)
 					}
+					if ok {
+						c.resendCandidates(ctx, s)
+					}
 				case signalpb.Body_CANDIDATE:
 					c.addCandidate(s, ev.GetPayload())
+					c.resendCandidates(ctx, s)
 				}
 			case iceState:
 				if s == nil || ev.gen != s.gen {
@@ -530,6 +543,24 @@ func (c *Conn) candidates(s *session, relayOnly bool) []string {
 func (c *Conn) sendCandidates(ctx context.Context, s *session, relayOnly bool) {
 	cands := c.candidates(s, relayOnly)
 	go c.sendEach(ctx, s, cands)
+}
+
+// resendCandidates sends all our candidates once more, the first time the
+// remote shows that its ICE agent for this session exists: it answered our
+// offer, or sent a candidate (gathered by that agent). NetBird's client
+// creates its agent asynchronously after an offer or answer arrives and
+// drops candidates that come before ("ICE Agent is not initialized yet"):
+// the ones sent right after our offer or answer, and the ones gathered
+// while a restarted session's offer was still on its way, can all be lost.
+// Without our server-reflexive candidate it never sends a check towards
+// our NAT, and a pair behind address-restricted NATs stays relayed.
+// Duplicates are harmless: ICE agents ignore a candidate they already have.
+func (c *Conn) resendCandidates(ctx context.Context, s *session) {
+	if s.resent {
+		return
+	}
+	s.resent = true
+	c.sendCandidates(ctx, s, false)
 }
 
 func (c *Conn) sendEach(ctx context.Context, s *session, cands []string) {

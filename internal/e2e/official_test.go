@@ -67,7 +67,8 @@ func TestOfficialClient(t *testing.T) {
 			// An official client that ICE connects through one of our TURN
 			// candidates stays on TURN for good; our agent must not offer
 			// them to it (signalpb.Body.WiremeshTurnPunch).
-			t.Errorf("official o <-> our a still %s / %s after 30 s, want P2P", m.ConnType(o1, ipA), m.ConnType(ours, ips["o"]))
+			t.Errorf("official o <-> our a still %s / %s after 30 s, want P2P\no (official), ICE lines:\n%s\na (ours), ICE lines:\n%s",
+				m.ConnType(o1, ipA), m.ConnType(ours, ips["o"]), iceLines(o1.Daemon.Output()), iceLines(ours.Daemon.Output()))
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -91,6 +92,20 @@ func TestOfficialClient(t *testing.T) {
 			t.Errorf("official down: %v\n%s", err, out)
 		}
 	}
+}
+
+// iceLines keeps the lines of a daemon's log that tell why a pair did or
+// did not go direct, so a failure names its cause.
+func iceLines(s string) string {
+	var keep []string
+	for _, l := range strings.Split(s, "\n") {
+		low := strings.ToLower(l)
+		if strings.Contains(low, "ice") || strings.Contains(low, "candidate") || strings.Contains(low, "offer") ||
+			strings.Contains(low, "answer") || strings.Contains(low, "signal") || strings.Contains(low, "p2p") {
+			keep = append(keep, l)
+		}
+	}
+	return tail(strings.Join(keep, "\n"))
 }
 
 func tail(s string) string {

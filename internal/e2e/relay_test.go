@@ -183,3 +183,43 @@ func TestRelayFallback(t *testing.T) {
 		t.Fatal("no traffic after returning to P2P")
 	}
 }
+
+// TestRelayedWhileICEFails: with no UDP at all out of site a, ICE fails
+// and restarts again and again while the relay (over TCP) carries the
+// traffic; both sides keep reporting the peer connected through the relay,
+// never "Connecting", across the restarts.
+func TestRelayedWhileICEFails(t *testing.T) {
+	m := NewMesh(t)
+	a, b := m.Agent("a", netlab.Home), m.Agent("b", netlab.Home)
+	m.Up(a)
+	m.Up(b)
+	ipA, ipB := IPOf(m.Status(a)), IPOf(m.Status(b))
+	if _, ok := m.WaitPing(a, ipB, 15*time.Second); !ok {
+		t.Fatal("a cannot reach b")
+	}
+	if out, err := m.Lab.Exec(m.Lab.NS("ar"), "iptables", "-I", "FORWARD", "-p", "udp", "-j", "DROP"); err != nil {
+		t.Fatalf("iptables: %v %s", err, out)
+	}
+	cut := time.Now()
+	if _, ok := m.WaitPing(a, ipB, 20*time.Second); !ok {
+		t.Fatalf("no traffic 20 s after UDP was cut: a sees b as %s", m.ConnType(a, ipB))
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for m.ConnType(a, ipB) != "Relayed" || m.ConnType(b, ipA) != "Relayed" {
+		if time.Now().After(deadline) {
+			t.Fatalf("a sees b as %s, b sees a as %s, want Relayed", m.ConnType(a, ipB), m.ConnType(b, ipA))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// ICE fails 8 s after its last check and restarts 1, 2, 4 s later:
+	// 25 s covers several restarts.
+	for steady := time.Now().Add(25 * time.Second); time.Now().Before(steady); time.Sleep(250 * time.Millisecond) {
+		if x, y := m.ConnType(a, ipB), m.ConnType(b, ipA); x != "Relayed" || y != "Relayed" {
+			t.Fatalf("%v after UDP was cut: a sees b as %s, b sees a as %s, want Relayed throughout\na:\n%s", time.Since(cut).Round(time.Millisecond), x, y, iceLines(a.Daemon.Output()))
+		}
+	}
+	if !m.Ping(a, ipB) {
+		t.Fatal("the relayed path dropped a ping")
+	}
+}
+
