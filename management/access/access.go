@@ -205,8 +205,48 @@ func linked(ctx context.Context, at *store.AccountTx, id account.GroupID) error 
 
 var protocols = []string{account.ProtoAll, account.ProtoTCP, account.ProtoUDP, account.ProtoICMP}
 
+// PolicyRefs answers whether the objects a policy names exist. The
+// domain service asks its store transaction; the admin CLI's import asks
+// the dump it is about to write, so both apply the same rules.
+type PolicyRefs interface {
+	PeerExists(ctx context.Context, id account.PeerID) (bool, error)
+	GroupExists(ctx context.Context, id account.GroupID) (bool, error)
+	PostureCheckExists(ctx context.Context, id account.PostureCheckID) (bool, error)
+}
+
+// txRefs is PolicyRefs over an account transaction.
+type txRefs struct{ at *store.AccountTx }
+
+func exists(err error) (bool, error) {
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (r txRefs) PeerExists(ctx context.Context, id account.PeerID) (bool, error) {
+	_, err := r.at.Peer(ctx, id)
+	return exists(err)
+}
+
+func (r txRefs) GroupExists(ctx context.Context, id account.GroupID) (bool, error) {
+	_, err := r.at.Group(ctx, id)
+	return exists(err)
+}
+
+func (r txRefs) PostureCheckExists(ctx context.Context, id account.PostureCheckID) (bool, error) {
+	_, err := r.at.PostureCheck(ctx, id)
+	return exists(err)
+}
+
 // validate checks a policy against the account's groups.
 func validate(ctx context.Context, at *store.AccountTx, p *account.Policy) error {
+	return ValidatePolicy(ctx, txRefs{at}, p)
+}
+
+// ValidatePolicy checks a policy and the objects it names, filling in
+// rule IDs and names left empty. Errors wrap ErrInvalid.
+func ValidatePolicy(ctx context.Context, refs PolicyRefs, p *account.Policy) error {
 	var err error
 	if p.Name, err = cleanName(p.Name); err != nil {
 		return err
@@ -246,25 +286,25 @@ func validate(ctx context.Context, at *store.AccountTx, p *account.Policy) error
 			if id == "" {
 				continue
 			}
-			if _, err := at.Peer(ctx, id); errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("%w: peer %q does not exist", ErrInvalid, id)
-			} else if err != nil {
+			if ok, err := refs.PeerExists(ctx, id); err != nil {
 				return err
+			} else if !ok {
+				return fmt.Errorf("%w: peer %q does not exist", ErrInvalid, id)
 			}
 		}
 		for _, g := range append(slices.Clone(r.Sources), r.Destinations...) {
-			if _, err := at.Group(ctx, g); errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("%w: group %q does not exist", ErrInvalid, g)
-			} else if err != nil {
+			if ok, err := refs.GroupExists(ctx, g); err != nil {
 				return err
+			} else if !ok {
+				return fmt.Errorf("%w: group %q does not exist", ErrInvalid, g)
 			}
 		}
 	}
 	for _, c := range p.PostureChecks {
-		if _, err := at.PostureCheck(ctx, account.PostureCheckID(c)); errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("%w: posture check %q does not exist", ErrInvalid, c)
-		} else if err != nil {
+		if ok, err := refs.PostureCheckExists(ctx, account.PostureCheckID(c)); err != nil {
 			return err
+		} else if !ok {
+			return fmt.Errorf("%w: posture check %q does not exist", ErrInvalid, c)
 		}
 	}
 	return nil

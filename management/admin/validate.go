@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -60,9 +61,14 @@ func validateDump(d store.Dump) error {
 		}
 		checks[string(c.ID)] = true
 	}
+	refs := dumpRefs{peers: peers, groups: groups, checks: checks}
 	for _, p := range d.Policies {
-		if err := validatePolicy(p, peers, groups, checks); err != nil {
-			return invalid("policy %s: %w", p.ID, err)
+		// The domain service's own check, on a copy: it fills in rule IDs
+		// and names, and the import writes the dump as it is.
+		q := p
+		q.Rules = slices.Clone(p.Rules)
+		if err := access.ValidatePolicy(context.Background(), refs, &q); err != nil {
+			return fmt.Errorf("policy %s: %w", p.ID, err)
 		}
 	}
 	for _, k := range d.SetupKeys {
@@ -95,47 +101,20 @@ func missing(ids []string, have map[string]bool) string {
 	return ""
 }
 
-func validatePolicy(p account.Policy, peers map[account.PeerID]bool, groups, checks map[string]bool) error {
-	if n := strings.TrimSpace(p.Name); n == "" || len(n) > 255 {
-		return fmt.Errorf("a name must have 1 to 255 characters")
-	}
-	if len(p.Rules) == 0 {
-		return fmt.Errorf("a policy needs at least one rule")
-	}
-	for _, r := range p.Rules {
-		if r.Action != account.ActionAccept && r.Action != account.ActionDrop {
-			return fmt.Errorf("rule action %q (want accept or drop)", r.Action)
-		}
-		if !slices.Contains([]string{account.ProtoAll, account.ProtoTCP, account.ProtoUDP, account.ProtoICMP}, r.Protocol) {
-			return fmt.Errorf("rule protocol %q (want all, tcp, udp or icmp)", r.Protocol)
-		}
-		if len(r.Ports) > 0 && len(r.PortRanges) > 0 {
-			return fmt.Errorf("ports and port_ranges cannot be combined")
-		}
-		if (len(r.Ports) > 0 || len(r.PortRanges) > 0) && r.Protocol != account.ProtoTCP && r.Protocol != account.ProtoUDP {
-			return fmt.Errorf("ports need protocol tcp or udp")
-		}
-		for _, pr := range r.PortRanges {
-			if pr.Start == 0 || pr.End < pr.Start {
-				return fmt.Errorf("port range %d-%d", pr.Start, pr.End)
-			}
-		}
-		if (len(r.Sources) == 0) == (r.SourcePeer == "") || (len(r.Destinations) == 0) == (r.DestinationPeer == "") {
-			return fmt.Errorf("each side of a rule needs either groups or a single peer resource")
-		}
-		for _, id := range []account.PeerID{r.SourcePeer, r.DestinationPeer} {
-			if id != "" && !peers[id] {
-				return fmt.Errorf("peer %q does not exist", id)
-			}
-		}
-		for _, g := range append(slices.Clone(r.Sources), r.Destinations...) {
-			if !groups[string(g)] {
-				return fmt.Errorf("group %q does not exist", g)
-			}
-		}
-	}
-	if c := missing(p.PostureChecks, checks); c != "" {
-		return fmt.Errorf("posture check %q does not exist", c)
-	}
-	return nil
+// dumpRefs is access.PolicyRefs over the objects of a dump.
+type dumpRefs struct {
+	peers          map[account.PeerID]bool
+	groups, checks map[string]bool
+}
+
+func (r dumpRefs) PeerExists(_ context.Context, id account.PeerID) (bool, error) {
+	return r.peers[id], nil
+}
+
+func (r dumpRefs) GroupExists(_ context.Context, id account.GroupID) (bool, error) {
+	return r.groups[string(id)], nil
+}
+
+func (r dumpRefs) PostureCheckExists(_ context.Context, id account.PostureCheckID) (bool, error) {
+	return r.checks[string(id)], nil
 }
