@@ -47,6 +47,8 @@ type Server struct {
 	firewall    string
 	kernelWG    bool
 	metricsAddr string
+	logFile     string
+	logLevel    *slog.LevelVar
 
 	// op serializes what changes the session (login, up, down, switch),
 	// so a switch never races another.
@@ -86,11 +88,18 @@ type Options struct {
 	KernelWG bool
 	// MetricsAddr, when set, serves Prometheus /metrics there.
 	MetricsAddr string
+	// LogFile is the daemon's log file ("" when it logs to the console),
+	// for debug bundles.
+	LogFile string
+	// LogLevel is the logger's level, raised to debug while a timed
+	// remote debug bundle collects.
+	LogLevel *slog.LevelVar
 }
 
 // New returns a daemon.
 func New(version string, log *slog.Logger, o Options) *Server {
-	return &Server{profiles: state.Profiles{Dir: o.StateDir}, fixed: o.ConfigPath, version: version, log: log, forceRelay: o.ForceRelay, firewall: o.Firewall, kernelWG: o.KernelWG, metricsAddr: o.MetricsAddr}
+	return &Server{profiles: state.Profiles{Dir: o.StateDir}, fixed: o.ConfigPath, version: version, log: log, forceRelay: o.ForceRelay, firewall: o.Firewall, kernelWG: o.KernelWG, metricsAddr: o.MetricsAddr,
+		logFile: o.LogFile, logLevel: o.LogLevel}
 }
 
 // active is the selected profile.
@@ -443,6 +452,7 @@ func (s *Server) start(ctx context.Context, name string, cfg state.Config, t mgm
 		Management: t, Private: cfg.Key(), Hostname: cfg.Hostname, Interface: cfg.InterfaceName,
 		WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: s.version, Log: s.log,
 		ForceRelay: s.forceRelay, Firewall: s.firewall, KernelWG: s.kernelWG, DisableDNS: cfg.DisableDNS, ResolvConf: ResolvConf(s.profiles.Dir),
+		Bundle: s.bundleSource(name),
 		OnFatal: func(err error) {
 			s.mu.Lock()
 			mine := s.eng == eng && eng != nil

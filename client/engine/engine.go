@@ -20,6 +20,7 @@ import (
 	"github.com/pion/stun/v4"
 
 	"github.com/wiremesh/wiremesh/client/acl"
+	"github.com/wiremesh/wiremesh/client/debugbundle"
 	"github.com/wiremesh/wiremesh/client/mgmtclient"
 	"github.com/wiremesh/wiremesh/client/peer"
 	"github.com/wiremesh/wiremesh/client/relayclient"
@@ -63,6 +64,10 @@ type Options struct {
 	// OnFatal is called (once, from a goroutine of the engine) when the
 	// engine stops by itself, e.g. because the peer was deleted.
 	OnFatal func(error)
+	// Bundle is what a remote debug bundle (a job from management)
+	// collects; nil collects the engine's status only. The engine adds
+	// its private and setup keys to the secrets.
+	Bundle *debugbundle.Source
 }
 
 // Engine is a running agent connection.
@@ -79,6 +84,8 @@ type Engine struct {
 	meta   *mgmtpb.PeerSystemMeta
 	checks chan []string // posture check files asked for (reportChecks)
 	dns    *dnsService   // nil with DNS disabled or not listening
+	synced chan struct{} // closed at the first Sync message
+	once   sync.Once     // closes synced
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -200,6 +207,7 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 		peers:   map[key.Public]*remote{},
 		checks:  make(chan []string, 1),
 		dns:     dnsSvc,
+		synced:  make(chan struct{}),
 	}
 	dev.Bind().SetProbeHandler(e.onProbe)
 	// The login response's config starts the relay now, so the relayed
@@ -209,9 +217,10 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
-	e.wg.Add(3)
+	e.wg.Add(4)
 	go func() { defer e.wg.Done(); sc.Run(rctx, e.onSignal) }()
 	go func() { defer e.wg.Done(); e.reportChecks(rctx) }()
+	go func() { defer e.wg.Done(); e.runJobs(rctx) }()
 	go func() {
 		defer e.wg.Done()
 		err := mc.Sync(rctx, meta, e.onSync)
@@ -284,6 +293,7 @@ func (e *Engine) currentURLs() []*stun.URI {
 }
 
 func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
+	e.once.Do(func() { close(e.synced) })
 	if cfg := r.GetNetbirdConfig(); cfg != nil {
 		e.applyConfig(cfg)
 	}

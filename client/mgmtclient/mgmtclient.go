@@ -69,6 +69,16 @@ func ParseURL(raw string) (Target, error) {
 	return t, nil
 }
 
+// TLSConfig is the TLS configuration of connections to the server (nil
+// for plain http): the gRPC connection and the debug-bundle uploads share
+// it.
+func (t Target) TLSConfig() *tls.Config {
+	if !t.TLS {
+		return nil
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12}
+}
+
 // Client is a management connection.
 type Client struct {
 	t    Target
@@ -89,8 +99,8 @@ const versionHeader = "x-wiremesh-server-version"
 // Dial prepares a connection (gRPC connects lazily).
 func Dial(t Target, priv key.Private, log *slog.Logger) (*Client, error) {
 	creds := insecure.NewCredentials()
-	if t.TLS {
-		creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+	if c := t.TLSConfig(); c != nil {
+		creds = credentials.NewTLS(c)
 	}
 	conn, err := grpc.NewClient(t.Addr, grpc.WithTransportCredentials(creds),
 		// No service config from DNS TXT records: the lookup only costs time
@@ -317,7 +327,7 @@ func (c *Client) syncOnce(ctx context.Context, meta *mgmtpb.PeerSystemMeta, appl
 		return err
 	}
 	body, err := sh.SealProto(&mgmtpb.SyncRequest{Meta: meta,
-		WiremeshCapabilities: &mgmtpb.WiremeshCapabilities{NetworkMapDeltas: true, DerivedPeerDNS: true}})
+		WiremeshCapabilities: &mgmtpb.WiremeshCapabilities{NetworkMapDeltas: true, DerivedPeerDNS: true, DebugBundleUpload: true}})
 	if err != nil {
 		return err
 	}

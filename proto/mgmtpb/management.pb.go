@@ -1365,8 +1365,12 @@ type WiremeshCapabilities struct {
 	// The client builds the records of its peer DNS zone from the map's
 	// peers when the zone says so (CustomZone.wiremeshDerivedRecords).
 	DerivedPeerDNS bool `protobuf:"varint,2,opt,name=derivedPeerDNS,proto3" json:"derivedPeerDNS,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The client runs remote debug-bundle jobs (Job stream) by uploading the
+	// bundle to this management server (PUT /api/debug-bundles/upload), not
+	// to a third-party upload service.
+	DebugBundleUpload bool `protobuf:"varint,3,opt,name=debugBundleUpload,proto3" json:"debugBundleUpload,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *WiremeshCapabilities) Reset() {
@@ -1409,6 +1413,13 @@ func (x *WiremeshCapabilities) GetNetworkMapDeltas() bool {
 func (x *WiremeshCapabilities) GetDerivedPeerDNS() bool {
 	if x != nil {
 		return x.DerivedPeerDNS
+	}
+	return false
+}
+
+func (x *WiremeshCapabilities) GetDebugBundleUpload() bool {
+	if x != nil {
+		return x.DebugBundleUpload
 	}
 	return false
 }
@@ -6413,10 +6424,11 @@ const file_management_proto_rawDesc = "" +
 	"\x10sessionExpiresAt\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x10sessionExpiresAt\"\x94\x01\n" +
 	"\vSyncRequest\x12.\n" +
 	"\x04meta\x18\x01 \x01(\v2\x1a.management.PeerSystemMetaR\x04meta\x12U\n" +
-	"\x14wiremeshCapabilities\x18\xe8\a \x01(\v2 .management.WiremeshCapabilitiesR\x14wiremeshCapabilities\"j\n" +
+	"\x14wiremeshCapabilities\x18\xe8\a \x01(\v2 .management.WiremeshCapabilitiesR\x14wiremeshCapabilities\"\x98\x01\n" +
 	"\x14WiremeshCapabilities\x12*\n" +
 	"\x10networkMapDeltas\x18\x01 \x01(\bR\x10networkMapDeltas\x12&\n" +
-	"\x0ederivedPeerDNS\x18\x02 \x01(\bR\x0ederivedPeerDNS\"\x9f\x02\n" +
+	"\x0ederivedPeerDNS\x18\x02 \x01(\bR\x0ederivedPeerDNS\x12,\n" +
+	"\x11debugBundleUpload\x18\x03 \x01(\bR\x11debugBundleUpload\"\x9f\x02\n" +
 	"\x0fNetworkMapDelta\x12\x1e\n" +
 	"\n" +
 	"baseSerial\x18\x01 \x01(\x04R\n" +

@@ -1,18 +1,15 @@
 package main
 
 import (
-	"archive/tar"
-	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"runtime"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/wiremesh/wiremesh/client/debugbundle"
 	"github.com/wiremesh/wiremesh/client/state"
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/proto/daemonpb"
@@ -24,126 +21,75 @@ import (
 func debugCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "debug", Short: "Collect information for bug reports"}
 	var out, logFile string
+	var o debugbundle.Options
 	bundle := &cobra.Command{Use: "bundle", Short: "Write a .tar.gz with status, redacted config, log and network state", Args: cobra.NoArgs}
 	bundle.Flags().StringVarP(&out, "output", "o", "", "archive to write (default: netbird.debug.TIME.tar.gz in the temp directory)")
 	bundle.Flags().StringVar(&logFile, "daemon-log", "", "daemon log file to include (default: --log-file when it is a file)")
+	bundle.Flags().BoolVarP(&o.Anonymize, "anonymize", "A", false, "also replace public IP addresses, domain names and e-mail addresses with placeholders")
+	bundle.Flags().IntVar(&o.LogFileCount, "log-file-count", 1, fmt.Sprintf("how many log files to include: the log and its rotated siblings, newest first (at most %d)", debugbundle.MaxLogFiles))
 	bundle.RunE = func(cmd *cobra.Command, _ []string) error {
 		if out == "" {
 			out = fmt.Sprintf("%s/netbird.debug.%s.tar.gz", os.TempDir(), time.Now().UTC().Format("20060102T150405Z"))
 		}
-		if logFile == "" && g.logFile != "" && g.logFile != "console" {
-			logFile = g.logFile
+		if logFile == "" {
+			logFile = logFileOf(g)
 		}
-		files := map[string][]byte{}
-		files["version.txt"] = []byte(fmt.Sprintf("netbird %s %s/%s %s\n", version.Version, runtime.GOOS, runtime.GOARCH, runtime.Version()))
-		if c, done, err := g.daemon(cmd.Context()); err == nil {
-			if r, err := c.Status(cmd.Context(), &daemonpb.StatusRequest{GetFullPeerStatus: true}); err == nil {
-				b, _ := json.MarshalIndent(toJSON(r), "", "  ")
-				files["status.json"] = b
-			} else {
-				files["status.json"] = []byte(fmt.Sprintf("status: %v\n", plain(err)))
-			}
-			done()
-		} else {
-			files["status.json"] = []byte(fmt.Sprintf("daemon: %v\n", err))
-		}
-		if cfg, err := state.Load(g.configPath()); err == nil {
-			cfg.PrivateKey = "(redacted)"
-			b, _ := json.MarshalIndent(cfg, "", "  ")
-			files["config.json"] = b
-		}
-		if logFile != "" {
-			if b, err := os.ReadFile(logFile); err == nil {
-				const keep = 4 << 20 // the newest 4 MiB
-				if len(b) > keep {
-					b = b[len(b)-keep:]
+		src := debugbundle.Source{
+			Version: "netbird " + version.Version,
+			Status:  func(ctx context.Context) ([]byte, error) { return daemonStatus(ctx, g) },
+			Profile: func() (state.Config, error) {
+				if _, err := os.Stat(g.configPath()); err != nil { // Load would create it
+					return state.Config{}, err
 				}
-				files["daemon.log"] = redact(b)
-			}
+				return state.Load(g.configPath())
+			},
+			LogFile: logFile,
 		}
-		if runtime.GOOS == "linux" {
-			for name, args := range map[string][]string{"ip-addr.txt": {"addr"}, "ip-route.txt": {"route"}} {
-				if b, err := exec.Command("ip", args...).CombinedOutput(); err == nil {
-					files[name] = b
-				}
-			}
-		}
-		if err := writeTarGz(out, files); err != nil {
+		f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
 			return err
 		}
-		fmt.Printf("Debug bundle written to %s (private keys and setup keys removed; review it before sharing)\n", out)
+		res, err := debugbundle.Build(cmd.Context(), src, o, f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			_ = os.Remove(out)
+			return err
+		}
+		what := "private keys, setup keys, tokens and passwords removed"
+		if o.Anonymize {
+			what += "; public addresses and names anonymized"
+		}
+		if res.Truncated {
+			what += "; the size cap cut some content, see README.txt"
+		}
+		fmt.Printf("Debug bundle written to %s (%s; review it before sharing)\n", out, what)
 		return nil
 	}
 	cmd.AddCommand(bundle)
 	return cmd
 }
 
-// redact masks anything in a log that looks like a setup key (a UUID).
-func redact(b []byte) []byte {
-	s := string(b)
-	var out strings.Builder
-	for len(s) > 0 {
-		i := strings.IndexByte(s, '-')
-		if i < 8 || i+28 > len(s) || !isUUID(s[i-8:i+28]) {
-			if i < 0 {
-				out.WriteString(s)
-				break
-			}
-			out.WriteString(s[:i+1])
-			s = s[i+1:]
-			continue
-		}
-		out.WriteString(s[:i-8])
-		out.WriteString("(redacted-uuid)")
-		s = s[i+28:]
-	}
-	return []byte(out.String())
-}
-
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func writeTarGz(path string, files map[string][]byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// daemonStatus is the daemon's full status as `netbird status --json`
+// prints it.
+func daemonStatus(ctx context.Context, g *globals) ([]byte, error) {
+	c, done, err := g.daemon(ctx)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("daemon: %w", err)
 	}
-	zw := gzip.NewWriter(f)
-	tw := tar.NewWriter(zw)
-	now := time.Now()
-	for name, b := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(b)), ModTime: now}); err != nil {
-			f.Close()
-			return err
-		}
-		if _, err := tw.Write(b); err != nil {
-			f.Close()
-			return err
-		}
+	defer done()
+	r, err := c.Status(ctx, &daemonpb.StatusRequest{GetFullPeerStatus: true})
+	if err != nil {
+		return nil, plain(err)
 	}
-	if err := tw.Close(); err != nil {
-		f.Close()
-		return err
+	return json.MarshalIndent(toJSON(r), "", "  ")
+}
+
+// logFileOf is the log file of --log-file, "" for the console.
+func logFileOf(g *globals) string {
+	if g.logFile == "console" {
+		return ""
 	}
-	if err := zw.Close(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return g.logFile
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/wiremesh/wiremesh/client/daemon"
+	"github.com/wiremesh/wiremesh/client/debugbundle"
 	"github.com/wiremesh/wiremesh/client/engine"
 	"github.com/wiremesh/wiremesh/client/mgmtclient"
 	"github.com/wiremesh/wiremesh/client/state"
@@ -202,7 +203,7 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 	if err != nil {
 		return err
 	}
-	log, err := logging.New(out, g.logLevel)
+	log, level, err := logging.NewLeveled(out, g.logLevel)
 	if err != nil {
 		return err
 	}
@@ -248,7 +249,9 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 		Interface: cfg.InterfaceName, WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: version.Version, Log: log,
 		DisableDNS: cfg.DisableDNS, ResolvConf: daemon.ResolvConf(state.Dir()), Firewall: os.Getenv("NB_FIREWALL"),
 		ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true", KernelWG: os.Getenv("NB_WG_KERNEL") == "true",
-		OnFatal: func(err error) { fatal <- err }})
+		OnFatal: func(err error) { fatal <- err },
+		Bundle: &debugbundle.Source{Version: "netbird " + version.Version, Level: level, LogFile: logFileOf(g), Stacks: true,
+			Profile: func() (state.Config, error) { return state.Load(g.configPath()) }}})
 	if err != nil {
 		return err
 	}
