@@ -35,6 +35,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/grpcapi"
 	"github.com/wiremesh/wiremesh/management/httpapi"
 	"github.com/wiremesh/wiremesh/management/idflag"
+	"github.com/wiremesh/wiremesh/management/releasecheck"
 	mgmt "github.com/wiremesh/wiremesh/management/server"
 	"github.com/wiremesh/wiremesh/management/storeflag"
 	"github.com/wiremesh/wiremesh/management/turncreds"
@@ -63,6 +64,7 @@ type options struct {
 	secrets                               []*secretflag.Secret
 	certFile, keyFile                     string
 	identity                              *idflag.Flags
+	releases                              *releasecheck.Flags
 	ownerEmail                            string
 	trustedProxies                        []string
 	dashboardOrigins                      []string
@@ -104,6 +106,7 @@ func command() *cobra.Command {
 	f.StringSliceVar(&o.trustedProxies, "trusted-proxies", nil, "reverse proxies (addresses or prefixes, comma-separated) whose X-Forwarded-For names the client for login and setup-key limits; ignored from anyone else")
 	o.store = storeflag.Bind(f)
 	o.identity = idflag.Bind(f, true)
+	o.releases = releasecheck.Bind(f)
 	f.StringVar(&o.ownerEmail, "owner-email", "admin@netbird.selfhosted", "with the built-in identity provider: create this owner with a one-time initial password at first start (empty: create the owner through POST /api/setup)")
 	cmd.AddCommand(admin.Command("/var/lib/netbird-server"), admin.MigrateCommand("/var/lib/netbird-server"))
 	return cmd
@@ -128,6 +131,10 @@ func run(ctx context.Context, o *options) error {
 	origins, err := httpapi.ParseOrigins(o.dashboardOrigins)
 	if err != nil {
 		return fmt.Errorf("--dashboard-origin: %w", err)
+	}
+	releases, err := o.releases.Checker(log)
+	if err != nil {
+		return fmt.Errorf("--version-check-url: %w", err)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -250,7 +257,8 @@ func run(ctx context.Context, o *options) error {
 		log.Info("relay listening", "instance", instance)
 	}
 
-	m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv, TURN: issuer, Relay: relayAuth, Identity: identity, TrustedProxies: trusted, DashboardOrigins: origins})
+	m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv, TURN: issuer, Relay: relayAuth, Identity: identity, TrustedProxies: trusted, DashboardOrigins: origins,
+		Releases: releases})
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -47,44 +48,74 @@ func findBin() string {
 	return ""
 }
 
+// ErrNotInstalled is returned by Launch when no PostgreSQL binaries are
+// found.
+var ErrNotInstalled = errors.New("PostgreSQL is not installed (no initdb); set WIREMESH_PG_BIN or install postgresql (scripts/deps.sh)")
+
+// Required reports whether a missing PostgreSQL is a failure rather than a
+// reason to skip (WIREMESH_REQUIRE_POSTGRES=1, as the project's test script
+// sets).
+func Required() bool { return os.Getenv("WIREMESH_REQUIRE_POSTGRES") == "1" }
+
 // Start initialises and starts a cluster that is stopped and removed when
 // the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	s, err := Launch()
+	if errors.Is(err, ErrNotInstalled) {
+		if Required() {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Launch initialises and starts a cluster without a test to own it (for a
+// server shared by a whole test binary); the caller must Close it.
+func Launch() (*Server, error) {
 	bin := findBin()
 	if bin == "" {
-		if os.Getenv("WIREMESH_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("PostgreSQL is not installed (no initdb); scripts/deps.sh installs it")
-		}
-		t.Skip("PostgreSQL is not installed (no initdb); set WIREMESH_PG_BIN or install postgresql")
+		return nil, ErrNotInstalled
 	}
 	dir, err := os.MkdirTemp("", "wmpg-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("temp dir: %w", err)
 	}
 	s := &Server{bin: bin, dir: dir}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
 			os.RemoveAll(dir)
-			t.Fatalf("running as root needs a postgres user to run PostgreSQL: %v", err)
+			return nil, fmt.Errorf("running as root needs a postgres user to run PostgreSQL: %w", err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
 		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("chown %s: %w", dir, err)
 		}
 		s.asUser = "postgres"
 	}
-	t.Cleanup(func() {
-		_ = s.run("pg_ctl", "-D", s.data(), "-m", "immediate", "-w", "stop")
-		os.RemoveAll(dir)
-	})
 	if err := s.run("initdb", "-D", s.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync"); err != nil {
-		t.Fatalf("initdb: %v", err)
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("initdb: %w", err)
 	}
-	s.StartAgain(t)
-	return s
+	if err := s.start(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close stops the server and removes its files.
+func (s *Server) Close() {
+	_ = s.run("pg_ctl", "-D", s.data(), "-m", "immediate", "-w", "stop")
+	os.RemoveAll(s.dir)
 }
 
 func (s *Server) data() string { return filepath.Join(s.dir, "data") }
@@ -108,10 +139,17 @@ func (s *Server) run(name string, args ...string) error {
 // StartAgain starts the (stopped) server.
 func (s *Server) StartAgain(t testing.TB) {
 	t.Helper()
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *Server) start() error {
 	opts := fmt.Sprintf("-c listen_addresses= -k %s -p %d -c max_connections=200", s.dir, port)
 	if err := s.run("pg_ctl", "-D", s.data(), "-l", filepath.Join(s.dir, "log"), "-o", opts, "-w", "-t", "30", "start"); err != nil {
-		t.Fatalf("start postgres: %v\n%s", err, s.Log())
+		return fmt.Errorf("start postgres: %w\n%s", err, s.Log())
 	}
+	return nil
 }
 
 // Stop shuts the server down; fast mode disconnects clients as a restart
@@ -137,16 +175,34 @@ func (s *Server) DSN(db string) string {
 // NewDatabase creates an empty database and returns its DSN.
 func (s *Server) NewDatabase(t testing.TB) string {
 	t.Helper()
-	name := fmt.Sprintf("test%d", s.dbs.Add(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := pgx.Connect(ctx, s.DSN("postgres"))
+	name, err := s.CreateDatabase(ctx)
 	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database: %v", err)
+		t.Fatal(err)
 	}
 	return s.DSN(name)
+}
+
+// CreateDatabase creates an empty database with a new name.
+func (s *Server) CreateDatabase(ctx context.Context) (string, error) {
+	name := fmt.Sprintf("test%d", s.dbs.Add(1))
+	return name, s.admin(ctx, "CREATE DATABASE "+name)
+}
+
+// DropDatabase drops a database, ending the sessions still connected to it.
+func (s *Server) DropDatabase(ctx context.Context, name string) error {
+	return s.admin(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+}
+
+func (s *Server) admin(ctx context.Context, sql string) error {
+	c, err := pgx.Connect(ctx, s.DSN("postgres"))
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("%s: %w", sql, err)
+	}
+	return nil
 }

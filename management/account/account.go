@@ -80,6 +80,11 @@ type Peer struct {
 	// approval was on and no admin has approved it yet. A pending peer gets
 	// no peers in its network map and appears in no other peer's map.
 	ApprovalRequired bool `json:"approval_required,omitempty"`
+	// Temporary: an admin created the peer for the dashboard's in-browser
+	// client (POST /api/peers/{id}/temporary-access). It belongs to no
+	// group, not even All, reaches only what the policies naming it allow,
+	// and is removed with those policies when its Sync stream ends.
+	Temporary bool `json:"temporary,omitempty"`
 }
 
 // FQDN returns the peer's fully qualified name in domain.

@@ -91,6 +91,9 @@ type Options struct {
 	// with backoff) instead of piling up. 0 means 1000. Open streams are not
 	// limited.
 	MaxSyncs int
+	// Jobs hands remote jobs (debug bundles) to peers on their Job
+	// streams; nil: streams are held and no job is sent.
+	Jobs JobQueue
 	// JobFirstMessage is how long a Job stream may wait for the client's
 	// first (handshake) message before it is ended (0: 30 s). Clients send
 	// it at once.
@@ -98,8 +101,18 @@ type Options struct {
 	// TrustedProxies are proxies whose x-forwarded-for metadata names the
 	// client for the setup-key limit; from other peers it is ignored.
 	TrustedProxies []netip.Prefix
-	Log            *slog.Logger
-	Now            func() time.Time
+	// Ended learns that a peer's current Sync stream ended (nil: nobody);
+	// temporary peers are removed then.
+	Ended SyncEnder
+	Log   *slog.Logger
+	Now   func() time.Time
+}
+
+// SyncEnder learns that a peer's current Sync stream on this instance
+// ended, the peer recorded offline (not when a newer stream replaced it,
+// nor when the server shuts down).
+type SyncEnder interface {
+	SyncEnded(ctx context.Context, acc account.ID, id account.PeerID) error
 }
 
 // Server implements management.ManagementService.

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/networkmap"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
@@ -52,6 +53,11 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 			s.o.Log.WarnContext(ctx, "update meta on sync", "peer", peer.ID, "err", err)
 		}
 	}
+	if s.o.Jobs != nil {
+		if err := s.o.Jobs.SetSupport(ctx, peer.AccountID, peer.ID, sr.GetWiremeshCapabilities().GetDebugBundleUpload()); err != nil {
+			s.o.Log.WarnContext(ctx, "record job support", "peer", peer.ID, "err", err)
+		}
+	}
 	legacy := legacyClient(sr.GetMeta().GetNetbirdVersion())
 	deltas := sr.GetWiremeshCapabilities().GetNetworkMapDeltas()
 	derivedDNS := sr.GetWiremeshCapabilities().GetDerivedPeerDNS()
@@ -70,6 +76,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
 			_ = s.o.Peers.SetConnected(cctx, peer.AccountID, peer.ID, false)
+			s.syncEnded(cctx, peer.AccountID, peer.ID)
 		}
 	}()
 	if err := s.o.Peers.SetConnected(ctx, peer.AccountID, peer.ID, true); err != nil {
@@ -287,44 +294,6 @@ func (s *Server) Logout(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgm
 	return &mgmtpb.Empty{}, nil
 }
 
-// Job accepts the client's handshake and holds the stream: we issue no
-// remote jobs yet. It must never answer PermissionDenied to a registered
-// peer (the client would restart its engine).
-func (s *Server) Job(stream grpc.BidiStreamingServer[mgmtpb.EncryptedMessage, mgmtpb.EncryptedMessage]) error {
-	ctx := stream.Context()
-	first, err := s.firstJobMessage(ctx, stream)
-	if err != nil {
-		return err
-	}
-	var jr mgmtpb.JobRequest
-	pk, _, err := s.open(first, &jr)
-	if err != nil {
-		return err
-	}
-	if _, err := s.registeredPeer(ctx, pk); err != nil {
-		return err
-	}
-	// Drain anything else the client sends until it goes away. The reader
-	// ends when this handler returns, because that cancels the stream.
-	gone := make(chan struct{})
-	go func() {
-		defer close(gone)
-		for {
-			if _, err := stream.Recv(); err != nil {
-				return
-			}
-		}
-	}()
-	select {
-	case <-gone:
-		return nil
-	case <-ctx.Done():
-		return nil
-	case <-s.closed:
-		return status.Error(codes.Unavailable, "server shutting down")
-	}
-}
-
 // DefaultJobFirstMessage is Options.JobFirstMessage's default.
 const DefaultJobFirstMessage = 30 * time.Second
 
@@ -468,4 +437,20 @@ func encodeBody(nm *mgmtpb.NetworkMap, b *bulk) []byte {
 	}
 	out = protowire.AppendTag(out, fieldNetworkMapDNSConfig, protowire.BytesType)
 	return protowire.AppendBytes(out, inner)
+}
+
+// syncEnded tells o.Ended that a peer's stream ended, unless the server is
+// shutting down (the peer will reconnect, here or to another instance).
+func (s *Server) syncEnded(ctx context.Context, acc account.ID, id account.PeerID) {
+	if s.o.Ended == nil {
+		return
+	}
+	select {
+	case <-s.closed:
+		return
+	default:
+	}
+	if err := s.o.Ended.SyncEnded(ctx, acc, id); err != nil {
+		s.o.Log.WarnContext(ctx, "sync stream end", "peer", id, "err", err)
+	}
 }

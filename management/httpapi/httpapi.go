@@ -17,14 +17,18 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
+	"github.com/wiremesh/wiremesh/internal/ratelimit"
 	"github.com/wiremesh/wiremesh/management/access"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/auth"
 	"github.com/wiremesh/wiremesh/management/idp"
+	"github.com/wiremesh/wiremesh/management/jobs"
 	"github.com/wiremesh/wiremesh/management/peers"
+	"github.com/wiremesh/wiremesh/management/releasecheck"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/users"
 )
@@ -53,7 +57,15 @@ type Options struct {
 	// browsers may call the API cross-origin; none by default. Check them
 	// with ParseOrigins.
 	DashboardOrigins []string
-	Log              *slog.Logger
+	// Jobs runs remote debug-bundle jobs (nil: the job routes answer 404).
+	Jobs *jobs.Service
+	// TrustedProxies are reverse proxies whose X-Forwarded-For names the
+	// client for the upload-token limit.
+	TrustedProxies []netip.Prefix
+	// Releases reports the latest released versions for
+	// GET /api/instance/version (nil: the check is off, they are unknown).
+	Releases *releasecheck.Checker
+	Log      *slog.Logger
 }
 
 // API is the REST handler.
@@ -61,6 +73,9 @@ type API struct {
 	o     Options
 	table []route
 	cors  cors
+	// uploadGuard limits wrong debug-bundle upload tokens per source: 10
+	// at once, then one per 6 s.
+	uploadGuard *ratelimit.Limiter
 }
 
 // New builds the API.
@@ -68,7 +83,8 @@ func New(o Options) *API {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	a := &API{o: o, cors: newCORS(o.DashboardOrigins)}
+	a := &API{o: o, cors: newCORS(o.DashboardOrigins),
+		uploadGuard: ratelimit.New(ratelimit.Options{Burst: 10, Refill: 6 * time.Second, MaxKeys: 10000})}
 	a.routes()
 	return a
 }
@@ -114,6 +130,7 @@ func (a *API) routes() {
 	authed("PUT /api/peers/{peerId}", a.updatePeer)
 	authed("DELETE /api/peers/{peerId}", a.deletePeer)
 	authed("GET /api/peers/{peerId}/accessible-peers", a.accessiblePeers)
+	authed("POST /api/peers/{peerId}/temporary-access", a.createTemporaryAccess)
 
 	authed("GET /api/groups", a.listGroups)
 	authed("POST /api/groups", a.putGroup)
@@ -140,6 +157,7 @@ func (a *API) routes() {
 	authed("GET /api/locations/countries", func(w http.ResponseWriter, _ *http.Request, _ account.User) error { return ok(w, []any{}) })
 
 	a.idpRoutes(authed)
+	a.jobRoutes(authed, open)
 
 	authed("GET /api/events/audit", a.events)
 	authed("GET /api/events", a.events)
@@ -157,7 +175,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.cors.handle(w, r) {
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	// Debug bundles are larger: their upload route bounds its own body
+	// (jobs.MaxBundle) once the token is checked.
+	if r.URL.Path != UploadPath {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	}
 	if err := a.dispatch(w, r); err != nil {
 		a.fail(w, r, err)
 	}
@@ -241,6 +263,20 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusPreconditionFailed, err.Error()
 	case errors.Is(err, users.ErrInvalid), errors.Is(err, peers.ErrInvalid), errors.Is(err, idp.ErrInvalid):
 		code, msg = http.StatusUnprocessableEntity, err.Error()
+	case errors.Is(err, jobs.ErrInvalid):
+		code, msg = http.StatusUnprocessableEntity, err.Error()
+	case errors.Is(err, jobs.ErrBadToken):
+		code, msg = http.StatusUnauthorized, err.Error()
+	case errors.Is(err, jobs.ErrTooManyPending), errors.Is(err, errTooManyTokens):
+		code, msg = http.StatusTooManyRequests, err.Error()
+	case errors.Is(err, jobs.ErrUnsupported), errors.Is(err, jobs.ErrAccountFull):
+		code, msg = http.StatusPreconditionFailed, err.Error()
+	case errors.Is(err, jobs.ErrTooLarge):
+		code, msg = http.StatusRequestEntityTooLarge, err.Error()
+	case errors.Is(err, jobs.ErrNoBundle):
+		code, msg = http.StatusNotFound, err.Error()
+	case errors.Is(err, errUnsupportedMedia):
+		code, msg = http.StatusUnsupportedMediaType, err.Error()
 	case errors.Is(err, auth.ErrIdPUnusable), errors.Is(err, store.ErrUnavailable):
 		code, msg = http.StatusServiceUnavailable, err.Error()
 	default:

@@ -8,4 +8,6 @@ import "testing"
 func conformExtra(t *testing.T, d *docRig, ownerID string) {
 	t.Helper()
 	conformUsers(t, d, ownerID)
+	conformTemporary(t, d)
+	conformJobs(t, d)
 }

@@ -23,8 +23,10 @@ import (
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/httpapi"
 	"github.com/wiremesh/wiremesh/management/idp"
+	"github.com/wiremesh/wiremesh/management/jobs"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/storetest"
 	"github.com/wiremesh/wiremesh/management/updates"
 	"github.com/wiremesh/wiremesh/management/users"
 )
@@ -95,7 +97,7 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	}
 }
 
-// docRig is the REST API on a real SQLite store whose every call is
+// docRig is the REST API on a real store of one engine whose every call is
 // checked against the document: the request against the operation's
 // parameters and body schema, the response against its status and schema.
 type docRig struct {
@@ -108,17 +110,16 @@ type docRig struct {
 	tried   map[string]struct{} // "GET /api/x" called at all
 }
 
-func newDocRig(t *testing.T) *docRig {
+func newDocRig(t *testing.T, eng storetest.Engine, opts ...func(*httpapi.Options)) *docRig {
 	t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Engine: store.SQLite, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := eng.Open(t)
 	hub := updates.NewHub()
-	api := httpapi.New(httpapi.Options{Store: st, Users: users.New(users.Options{Store: st, Notify: hub, LocalIdP: true}),
-		Peers: peers.New(st, hub, nil, nil), Access: access.New(st, hub, nil), IdPs: &idp.Providers{Store: st}})
-	srv := httptest.NewServer(api)
+	o := httpapi.Options{Store: st, Users: users.New(users.Options{Store: st, Notify: hub, LocalIdP: true}),
+		Peers: peers.New(st, hub, nil, nil), Access: access.New(st, hub, nil), IdPs: &idp.Providers{Store: st}, Jobs: jobs.New(jobs.Options{Store: st})}
+	for _, f := range opts {
+		f(&o)
+	}
+	srv := httptest.NewServer(httpapi.New(o))
 	t.Cleanup(srv.Close)
 	return &docRig{t: t, st: st, url: srv.URL, doc: loadDoc(t, srv.URL), covered: map[string]struct{}{}, tried: map[string]struct{}{}}
 }
@@ -214,8 +215,10 @@ func str(v any, field string) string { s, _ := obj(v)[field].(string); return s 
 // a real server with a valid request and checks each request and response
 // against the document's schemas (required fields present, types right,
 // no field the document does not name); errors against ErrorResponse.
-func TestOpenAPIOperationsConform(t *testing.T) {
-	d := newDocRig(t)
+func TestOpenAPIOperationsConform(t *testing.T) { engines.Each(t, testOpenAPIOperationsConform) }
+
+func testOpenAPIOperationsConform(t *testing.T, eng storetest.Engine) {
+	d := newDocRig(t, eng)
 	ctx := context.Background()
 
 	// Instance and setup.
@@ -374,8 +377,10 @@ func TestOpenAPIOperationsConform(t *testing.T) {
 
 // TestWrongMethodAndUnknownPath: a path served under other methods answers
 // 405 with Allow; an unknown /api path 404; both with {message, code}.
-func TestWrongMethodAndUnknownPath(t *testing.T) {
-	d := newDocRig(t)
+func TestWrongMethodAndUnknownPath(t *testing.T) { engines.Each(t, testWrongMethodAndUnknownPath) }
+
+func testWrongMethodAndUnknownPath(t *testing.T, eng storetest.Engine) {
+	d := newDocRig(t, eng)
 	for _, c := range []struct {
 		method, path string
 		want         int

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/store"
@@ -24,8 +25,10 @@ var neverOK = map[string]bool{"POST /api/users/{userId}/invite": true, "DELETE /
 func conformUsers(t *testing.T, d *docRig, ownerID string) {
 	t.Helper()
 	ctx := context.Background()
-	if v := obj(d.call("GET", "/api/instance/version", "/api/instance/version", nil, 200)); v["management_current_version"] == "" || v["management_update_available"] != false {
-		t.Errorf("version %v", v)
+	// The release check is off: whether an update exists is unknown, so
+	// neither it nor the available versions are reported.
+	if v := obj(d.call("GET", "/api/instance/version", "/api/instance/version", nil, 200)); v["management_current_version"] != version.Version || len(v) != 1 {
+		t.Errorf("version with the release check off: %v", v)
 	}
 	pending := func(id string) {
 		t.Helper()

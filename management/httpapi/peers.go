@@ -66,6 +66,12 @@ type peerView struct {
 	acc    account.Account
 	peers  []account.Peer
 	groups []account.Group
+	// Derived once per view by index, since toPeer runs for every listed
+	// peer: the groups each peer is in (indexes into groups, ascending),
+	// the All groups, and each group's count of visible members.
+	of     map[account.PeerID][]int
+	all    []int
+	counts []int
 }
 
 // visible loads the account's peers the caller may see: all for an admin,
@@ -88,28 +94,50 @@ func (a *API) visible(ctx context.Context, caller account.User) (peerView, error
 		}
 		return err
 	})
+	if err == nil {
+		v.index()
+	}
 	return v, err
+}
+
+// index derives the view's group memberships and counts in one pass over
+// the groups' members.
+func (v *peerView) index() {
+	seen := make(map[account.PeerID]bool, len(v.peers))
+	for _, p := range v.peers {
+		seen[p.ID] = true
+	}
+	v.of = make(map[account.PeerID][]int, len(v.peers))
+	v.all, v.counts = nil, make([]int, len(v.groups))
+	for i, g := range v.groups {
+		if g.All {
+			v.all = append(v.all, i)
+			v.counts[i] = len(v.peers)
+			continue
+		}
+		for _, m := range g.Peers {
+			if seen[m] {
+				v.counts[i]++
+			}
+			if ids := v.of[m]; len(ids) == 0 || ids[len(ids)-1] != i {
+				v.of[m] = append(ids, i)
+			}
+		}
+	}
 }
 
 // toPeer converts a peer; its groups' peers_count counts only the peers
 // the caller may see (a regular user learns nothing of others' peers).
 func (v peerView) toPeer(p account.Peer, now time.Time) peerJSON {
-	groups := []groupMinimum{}
-	for _, g := range v.groups {
-		in := g.All
-		n := 0
-		for _, m := range g.Peers {
-			in = in || m == p.ID
-			if slices.ContainsFunc(v.peers, func(q account.Peer) bool { return q.ID == m }) {
-				n++
-			}
-		}
-		if in {
-			if g.All {
-				n = len(v.peers)
-			}
-			groups = append(groups, groupMinimum{ID: string(g.ID), Name: g.Name, PeersCount: n})
-		}
+	in := v.of[p.ID]
+	if len(v.all) > 0 {
+		in = append(slices.Clone(v.all), in...)
+		slices.Sort(in)
+	}
+	groups := make([]groupMinimum, 0, len(in))
+	for _, i := range in {
+		g := v.groups[i]
+		groups = append(groups, groupMinimum{ID: string(g.ID), Name: g.Name, PeersCount: v.counts[i]})
 	}
 	os := p.Meta.OS
 	if p.Meta.OSVersion != "" {

@@ -62,6 +62,14 @@ var routePerms = map[string]perm{
 	"PUT /api/peers/{peerId}":                  need(auth.Peers, auth.Update),
 	"DELETE /api/peers/{peerId}":               need(auth.Peers, auth.Delete),
 	"GET /api/peers/{peerId}/accessible-peers": need(auth.Peers, auth.Read),
+	// Remote jobs (debug bundles); the bundle download reads as the jobs do.
+	"GET /api/peers/{peerId}/jobs":                needEvery(auth.RemoteJobs, auth.Read),
+	"POST /api/peers/{peerId}/jobs":               needEvery(auth.RemoteJobs, auth.Create),
+	"GET /api/peers/{peerId}/jobs/{jobId}":        needEvery(auth.RemoteJobs, auth.Read),
+	"GET /api/peers/{peerId}/jobs/{jobId}/bundle": needEvery(auth.RemoteJobs, auth.Read),
+	// A temporary peer is created as peers are (the reference checks
+	// peers create), for the account as a whole.
+	"POST /api/peers/{peerId}/temporary-access": needEvery(auth.Peers, auth.Create),
 
 	"GET /api/groups":                 need(auth.Groups, auth.Read),
 	"POST /api/groups":                need(auth.Groups, auth.Create),
@@ -146,7 +154,7 @@ func seesAll(caller account.User, m auth.Module) bool {
 
 // permissions is the User object's permissions: per module and operation
 // whether the caller may use it on this server. A module or operation no
-// route serves (billing, reverse-proxy services, remote jobs, identity
+// route serves (billing, reverse-proxy services, identity
 // provider connectors, agent network...) is reported false whatever the
 // role, so the dashboard does not offer pages this server cannot serve.
 type permissions struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/auth"
 	"github.com/wiremesh/wiremesh/management/httpapi"
 	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/storetest"
 )
 
 // caller is a user of the rig's account with a personal access token.
@@ -74,8 +75,10 @@ func (r *rig) do(method, path, authz string, body string) (int, []byte) {
 // every role (and a service user) and checks that the route is refused
 // with 403 exactly when package auth's table denies the role the route's
 // module and operation. A route without a permission entry fails here.
-func TestRouteRoleTable(t *testing.T) {
-	r := newRig(t)
+func TestRouteRoleTable(t *testing.T) { engines.Each(t, testRouteRoleTable) }
+
+func testRouteRoleTable(t *testing.T, eng storetest.Engine) {
+	r := newRig(t, eng)
 	var owner account.User
 	_ = r.st.Read(context.Background(), func(tx *store.Tx) error {
 		var err error
@@ -218,8 +221,10 @@ func TestRoleTableIsTheReferences(t *testing.T) {
 // role may act and some route serves it; pages this server cannot serve
 // are false even for the owner; is_restricted follows
 // regular_users_view_blocked for users.
-func TestCurrentUserPermissions(t *testing.T) {
-	r := newRig(t)
+func TestCurrentUserPermissions(t *testing.T) { engines.Each(t, testCurrentUserPermissions) }
+
+func testCurrentUserPermissions(t *testing.T, eng storetest.Engine) {
+	r := newRig(t, eng)
 	served := map[string]map[string]bool{}
 	for _, rt := range httpapi.New(httpapi.Options{}).Routes() {
 		m, op, self, _, _ := httpapi.PermOf(rt)
@@ -284,12 +289,17 @@ func TestCurrentUserPermissions(t *testing.T) {
 		byRole[c.user.Role] = mods
 	}
 	// Written out: what the dashboard relies on.
-	for _, m := range []string{"services", "remote_jobs", "agent_network"} {
+	for _, m := range []string{"services", "agent_network"} {
 		for op, v := range byRole[account.RoleOwner][m] {
 			if v {
 				t.Errorf("owner: %s.%s reported available; this server has no such pages", m, op)
 			}
 		}
+	}
+	// Remote jobs (debug bundles) are listed, read and created; never
+	// updated or deleted.
+	if j := byRole[account.RoleOwner]["remote_jobs"]; !j["read"] || !j["create"] || j["update"] || j["delete"] {
+		t.Errorf("owner: remote_jobs = %v, want read and create only", j)
 	}
 	checks := []struct {
 		role   account.Role
@@ -334,8 +344,10 @@ func TestCurrentUserPermissions(t *testing.T) {
 
 // TestAssignRoles: every role but owner can be given through the API;
 // unknown roles are refused with 422 naming the known ones.
-func TestAssignRoles(t *testing.T) {
-	r := newRig(t)
+func TestAssignRoles(t *testing.T) { engines.Each(t, testAssignRoles) }
+
+func testAssignRoles(t *testing.T, eng storetest.Engine) {
+	r := newRig(t, eng)
 	for _, role := range account.Roles {
 		want := 200
 		if role == account.RoleOwner {

@@ -27,12 +27,13 @@ import (
 	"github.com/wiremesh/wiremesh/management/idp"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/storetest"
 	"github.com/wiremesh/wiremesh/management/updates"
 	"github.com/wiremesh/wiremesh/management/users"
 )
 
 // rig is the REST API with the built-in identity provider on a real
-// SQLite store, served over HTTP, with an owner set up.
+// store of one engine, served over HTTP, with an owner set up.
 type rig struct {
 	t        *testing.T
 	st       *store.Store
@@ -44,14 +45,10 @@ type rig struct {
 
 const ownerPassword = "Owner-passw0rd!"
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T, eng storetest.Engine) *rig {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Engine: store.SQLite, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := eng.Open(t)
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -166,7 +163,11 @@ func (r *rig) userCount() int {
 // token neither works nor creates the user again, and its personal access
 // token is gone.
 func TestDeletedUserLosesAccessAtOnce(t *testing.T) {
-	r := newRig(t)
+	engines.Each(t, testDeletedUserLosesAccessAtOnce)
+}
+
+func testDeletedUserLosesAccessAtOnce(t *testing.T, eng storetest.Engine) {
+	r := newRig(t, eng)
 	id := r.invite("dev@example.com", "Dev-passw0rd!")
 	dev := r.client("Bearer " + r.login("dev@example.com", "Dev-passw0rd!"))
 	dev.call("GET", "/api/users/current", nil, 200)
@@ -184,7 +185,11 @@ func TestDeletedUserLosesAccessAtOnce(t *testing.T) {
 // TestBlockedUserOldTokenStaysVoid: a token from before a block does not
 // come back to life when the user is unblocked; a new login works.
 func TestBlockedUserOldTokenStaysVoid(t *testing.T) {
-	r := newRig(t)
+	engines.Each(t, testBlockedUserOldTokenStaysVoid)
+}
+
+func testBlockedUserOldTokenStaysVoid(t *testing.T, eng storetest.Engine) {
+	r := newRig(t, eng)
 	id := r.invite("dev@example.com", "Dev-passw0rd!")
 	dev := r.client("Bearer " + r.login("dev@example.com", "Dev-passw0rd!"))
 	dev.call("GET", "/api/users/current", nil, 200)
@@ -198,8 +203,10 @@ func TestBlockedUserOldTokenStaysVoid(t *testing.T) {
 
 // TestRevokedAccessTokenRefused: revoking an access token at the built-in
 // provider's revocation endpoint ends it at management.
-func TestRevokedAccessTokenRefused(t *testing.T) {
-	r := newRig(t)
+func TestRevokedAccessTokenRefused(t *testing.T) { engines.Each(t, testRevokedAccessTokenRefused) }
+
+func testRevokedAccessTokenRefused(t *testing.T, eng storetest.Engine) {
+	r := newRig(t, eng)
 	r.invite("dev@example.com", "Dev-passw0rd!")
 	jwt := r.login("dev@example.com", "Dev-passw0rd!")
 	dev := r.client("Bearer " + jwt)
@@ -268,8 +275,10 @@ func (r *rig) addPeer(n int, user string) account.Peer {
 
 // TestRegularUserPeerLimits: a regular user sees only its own peers in
 // groups, and cannot turn off its peer's login expiration.
-func TestRegularUserPeerLimits(t *testing.T) {
-	r := newRig(t)
+func TestRegularUserPeerLimits(t *testing.T) { engines.Each(t, testRegularUserPeerLimits) }
+
+func testRegularUserPeerLimits(t *testing.T, eng storetest.Engine) {
+	r := newRig(t, eng)
 	id := r.invite("dev@example.com", "Dev-passw0rd!")
 	dev := r.client("Bearer " + r.login("dev@example.com", "Dev-passw0rd!"))
 	mine := r.addPeer(1, id)
@@ -303,8 +312,10 @@ func TestRegularUserPeerLimits(t *testing.T) {
 
 // TestOverflowingDurationsRefused: durations are bounded before they are
 // multiplied, so no value wraps around into "never expires".
-func TestOverflowingDurationsRefused(t *testing.T) {
-	r := newRig(t)
+func TestOverflowingDurationsRefused(t *testing.T) { engines.Each(t, testOverflowingDurationsRefused) }
+
+func testOverflowingDurationsRefused(t *testing.T, eng storetest.Engine) {
+	r := newRig(t, eng)
 	acc := obj(list(r.owner.call("GET", "/api/accounts", nil, 200))[0])["id"].(string)
 	const huge = 9223372037
 	r.owner.call("POST", "/api/setup-keys", map[string]any{"name": "k", "type": "reusable", "expires_in": huge, "auto_groups": []string{}}, 422)
@@ -324,8 +335,10 @@ func TestOverflowingDurationsRefused(t *testing.T) {
 
 // TestDisplayNameEmailRefused: an address with a display name is refused
 // with 422 and a message saying what is wanted.
-func TestDisplayNameEmailRefused(t *testing.T) {
-	r := newRig(t)
+func TestDisplayNameEmailRefused(t *testing.T) { engines.Each(t, testDisplayNameEmailRefused) }
+
+func testDisplayNameEmailRefused(t *testing.T, eng storetest.Engine) {
+	r := newRig(t, eng)
 	e := obj(r.owner.call("POST", "/api/users/invites", map[string]any{"email": `"Evil" <evil@example.com>`, "name": "E", "role": "user", "auto_groups": []string{}}, 422))
 	if !strings.Contains(e["message"].(string), "bare address") {
 		t.Fatalf("error %v", e)
@@ -335,7 +348,11 @@ func TestDisplayNameEmailRefused(t *testing.T) {
 // TestOldPasswordGuessesLimitedREST: the sixth wrong old password in a
 // row is answered 429, even when it is right.
 func TestOldPasswordGuessesLimitedREST(t *testing.T) {
-	r := newRig(t)
+	engines.Each(t, testOldPasswordGuessesLimitedREST)
+}
+
+func testOldPasswordGuessesLimitedREST(t *testing.T, eng storetest.Engine) {
+	r := newRig(t, eng)
 	for range 5 {
 		r.owner.call("PUT", "/api/users/"+r.ownerID+"/password", map[string]string{"old_password": "Wrong-passw0rd!", "new_password": "New-passw0rd!"}, 422)
 	}

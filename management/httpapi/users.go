@@ -8,6 +8,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/releasecheck"
 	"github.com/wiremesh/wiremesh/management/users"
 )
 
@@ -374,9 +375,31 @@ func (a *API) resendInvite(w http.ResponseWriter, r *http.Request, caller accoun
 	return ok(w, struct{}{})
 }
 
-// instanceVersion reports this server's version. Whether a newer one
-// exists would need asking GitHub, which this server does not do: no
-// update is reported and the available versions are left out (unknown).
-func (a *API) instanceVersion(w http.ResponseWriter, _ *http.Request, _ account.User) error {
-	return ok(w, map[string]any{"management_current_version": version.Version, "management_update_available": false})
+// instanceVersionInfo is InstanceVersionInfo. The available versions and
+// management_update_available are left out while they are unknown: the
+// release check is off (--version-check-url), its last fetch failed, or
+// this build's version is not a semantic version. Never a false "no
+// update".
+type instanceVersionInfo struct {
+	Current         string `json:"management_current_version"`
+	UpdateAvailable *bool  `json:"management_update_available,omitempty"`
+	Management      string `json:"management_available_version,omitempty"`
+	Dashboard       string `json:"dashboard_available_version,omitempty"`
+}
+
+// instanceVersion reports this server's version and, when the release
+// check knows them, the latest released versions.
+func (a *API) instanceVersion(w http.ResponseWriter, r *http.Request, _ account.User) error {
+	out := instanceVersionInfo{Current: version.Version}
+	latest, err := a.o.Releases.Latest(r.Context())
+	if err != nil {
+		return ok(w, out)
+	}
+	out.Management, out.Dashboard = latest.Management, latest.Dashboard
+	if latest.Management != "" {
+		if newer, known := releasecheck.Newer(version.Version, latest.Management); known {
+			out.UpdateAvailable = &newer
+		}
+	}
+	return ok(w, out)
 }

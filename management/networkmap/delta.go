@@ -1,6 +1,7 @@
 package networkmap
 
 import (
+	"maps"
 	"reflect"
 	"sort"
 
@@ -27,7 +28,8 @@ type Change struct {
 func PeerLocal(old, ix *Index) (changes []Change, ok bool) {
 	if old.acc.ID != ix.acc.ID || old.acc.Domain != ix.acc.Domain || old.acc.Network != ix.acc.Network ||
 		FlagsOf(old.acc.Settings) != FlagsOf(ix.acc.Settings) ||
-		old.allowAll != ix.allowAll || !reflect.DeepEqual(old.checks, ix.checks) || len(old.rules) != len(ix.rules) {
+		old.allowAll != ix.allowAll || !reflect.DeepEqual(old.checks, ix.checks) || len(old.rules) != len(ix.rules) ||
+		!maps.Equal(old.temp, ix.temp) || !maps.Equal(old.expand, ix.expand) {
 		return nil, false
 	}
 	changed := map[account.PeerID]bool{}
@@ -115,12 +117,17 @@ func (ix *Index) Pair(self, other account.PeerID) (visible bool, rules []Firewal
 	if self == other || !ix.Has(self) || !ix.Has(other) || ix.byID[self].ApprovalRequired || ix.byID[other].ApprovalRequired {
 		return false, nil
 	}
-	visible = ix.allowAll
+	compact := ix.compact(self)
+	visible = compact && !ix.temp[other]
 	ip := ix.byID[other].IP
+	if ix.spelled(self) && !ix.temp[other] {
+		visible = true
+		rules = append(rules, ix.allowAllRules(ip)...)
+	}
 	add := func(dir Direction, rr *rule) {
 		if rr.r.Action == account.ActionAccept {
 			visible = true
-			if ix.allowAll {
+			if compact {
 				return
 			}
 		}

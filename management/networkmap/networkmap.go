@@ -87,20 +87,25 @@ type Access struct {
 	PostureChecks []account.PostureCheck
 }
 
-// members resolves each group to its peers (All: every peer). Peers
-// pending approval belong to no group: no rule names them.
+// members resolves each group to its peers (All: every peer but the
+// temporary ones). Peers pending approval belong to no group: no rule
+// names them.
 func (a Access) members(peers []account.Peer) map[account.GroupID]map[account.PeerID]bool {
 	known := make(map[account.PeerID]bool, len(peers))
+	every := make(map[account.PeerID]bool, len(peers))
 	for _, p := range peers {
 		if !p.ApprovalRequired {
 			known[p.ID] = true
+			if !p.Temporary {
+				every[p.ID] = true
+			}
 		}
 	}
 	out := make(map[account.GroupID]map[account.PeerID]bool, len(a.Groups))
 	for _, g := range a.Groups {
 		set := map[account.PeerID]bool{}
 		if g.All {
-			set = known
+			set = every
 		} else {
 			for _, id := range g.Peers {
 				if known[id] {
@@ -150,17 +155,30 @@ type Index struct {
 	records  map[account.PeerID]sig128
 	everyone sig128 // all peers' records, for allow-all maps
 	checks   []account.PostureCheck
+	// temp are the temporary peers (not pending): outside allow-all, seen
+	// only through the rules that name them. expand are the peers such a
+	// rule pairs them with: under allow-all their maps are sent in full
+	// (allow-all spelled out per peer), so that a temporary peer gets only
+	// the ports its rules give. allowAllPolicy names the allow-all rule's
+	// policy in those spelled-out rules.
+	temp, expand   map[account.PeerID]bool
+	allowAllPolicy account.PolicyID
 }
 
 // NewIndex prepares an account state.
 func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
-	ix := &Index{acc: acc, peers: slices.Clone(peers), byID: make(map[account.PeerID]account.Peer, len(peers)), byPeer: map[account.PeerID][]int{}}
+	ix := &Index{acc: acc, peers: slices.Clone(peers), byID: make(map[account.PeerID]account.Peer, len(peers)), byPeer: map[account.PeerID][]int{},
+		temp: map[account.PeerID]bool{}, expand: map[account.PeerID]bool{}}
 	sort.Slice(ix.peers, func(i, j int) bool { return ix.peers[i].IP.Less(ix.peers[j].IP) })
 	ix.records = make(map[account.PeerID]sig128, len(peers))
 	for _, p := range peers {
 		ix.byID[p.ID] = p
 		r := record(p)
 		ix.records[p.ID] = r
+		if p.Temporary && !p.ApprovalRequired {
+			ix.temp[p.ID] = true
+			continue // no allow-all map shows it
+		}
 		ix.everyone = ix.everyone.add(r)
 	}
 	members := access.members(peers)
@@ -207,7 +225,9 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 			}
 			if len(pol.PostureChecks) == 0 && r.Action == account.ActionAccept && r.Protocol == account.ProtoAll && r.Bidirectional &&
 				isAll(r.Sources, allGroups) && isAll(r.Destinations, allGroups) {
-				ix.allowAll = true
+				if !ix.allowAll {
+					ix.allowAll, ix.allowAllPolicy = true, pol.ID
+				}
 				continue
 			}
 			rr := rule{r: r, policy: pol.ID, src: side(r.Sources, r.SourcePeer), dst: side(r.Destinations, r.DestinationPeer)}
@@ -231,9 +251,50 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 					ix.byPeer[id] = append(ix.byPeer[id], n)
 				}
 			}
+			ix.pairTemporary(rr)
 		}
 	}
 	return ix
+}
+
+// pairTemporary marks the peers a rule pairs with a temporary peer.
+func (ix *Index) pairTemporary(rr rule) {
+	if len(ix.temp) == 0 {
+		return
+	}
+	mark := func(side, other map[account.PeerID]bool) {
+		for id := range side {
+			if !ix.temp[id] {
+				continue
+			}
+			for o := range other {
+				if !ix.temp[o] {
+					ix.expand[o] = true
+				}
+			}
+			return
+		}
+	}
+	mark(rr.src, rr.dst)
+	mark(rr.dst, rr.src)
+}
+
+// compact reports whether self's map is sent in allow-all form.
+func (ix *Index) compact(self account.PeerID) bool {
+	return ix.allowAll && !ix.temp[self] && !ix.expand[self]
+}
+
+// spelled reports whether self's map spells allow-all out per peer.
+func (ix *Index) spelled(self account.PeerID) bool {
+	return ix.allowAll && !ix.temp[self] && ix.expand[self]
+}
+
+// allowAllRules are allow-all spelled out for one remote peer.
+func (ix *Index) allowAllRules(remote netip.Addr) []FirewallRule {
+	return []FirewallRule{
+		{Peer: remote, Direction: In, Action: account.ActionAccept, Protocol: account.ProtoAll, PolicyID: ix.allowAllPolicy},
+		{Peer: remote, Direction: Out, Action: account.ActionAccept, Protocol: account.ProtoAll, PolicyID: ix.allowAllPolicy},
+	}
 }
 
 // passing keeps the source peers that meet every posture check a policy
@@ -340,13 +401,21 @@ func (ix *Index) Compute(self account.PeerID) (Map, bool) {
 	if !ok {
 		return Map{}, false
 	}
-	m := Map{Serial: ix.acc.Serial, Domain: ix.acc.Domain, Network: ix.acc.Network, Self: me, AllowAll: ix.allowAll,
+	m := Map{Serial: ix.acc.Serial, Domain: ix.acc.Domain, Network: ix.acc.Network, Self: me, AllowAll: ix.compact(self),
 		CheckFiles: posture.Files(ix.checks, me.Meta.GoOS), Flags: FlagsOf(ix.acc.Settings)}
 	if me.ApprovalRequired {
 		m.AllowAll = false
 		return m, true
 	}
 	visible := map[account.PeerID]bool{}
+	if ix.spelled(self) {
+		for i := range ix.peers {
+			if p := &ix.peers[i]; p.ID != self && !p.ApprovalRequired && !ix.temp[p.ID] {
+				visible[p.ID] = true
+				m.Rules = append(m.Rules, ix.allowAllRules(p.IP)...)
+			}
+		}
+	}
 	add := func(dir Direction, remote account.PeerID, rr *rule) {
 		if remote == self {
 			return
@@ -385,7 +454,7 @@ func (ix *Index) Compute(self account.PeerID) (Map, bool) {
 		}
 	}
 	for i := range ix.peers {
-		if p := &ix.peers[i]; p.ID != self && !p.ApprovalRequired && (m.AllowAll || visible[p.ID]) {
+		if p := &ix.peers[i]; p.ID != self && !p.ApprovalRequired && ((m.AllowAll && !ix.temp[p.ID]) || visible[p.ID]) {
 			m.Peers = append(m.Peers, p)
 		}
 	}

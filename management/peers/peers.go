@@ -408,10 +408,17 @@ func (s *Service) Delete(ctx context.Context, acc account.ID, id account.PeerID,
 		if err := at.DeletePeer(ctx, id); err != nil {
 			return err
 		}
+		now := s.now().UTC()
+		if p.Temporary {
+			// Its policies go with it, however it is deleted.
+			if err := dropTemporary(ctx, at, id, initiator, now); err != nil {
+				return err
+			}
+		}
 		if _, err = at.BumpSerial(ctx); err != nil {
 			return err
 		}
-		_, err = at.InsertEvent(ctx, account.Event{At: s.now().UTC(), Activity: "user.peer.delete", Initiator: initiator, Target: string(id),
+		_, err = at.InsertEvent(ctx, account.Event{At: now, Activity: "user.peer.delete", Initiator: initiator, Target: string(id),
 			Meta: map[string]string{"name": p.Name, "ip": p.IP.String()}})
 		return err
 	})

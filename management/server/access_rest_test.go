@@ -9,22 +9,25 @@ import (
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/internal/testpeer"
 	"github.com/wiremesh/wiremesh/management/server"
+	"github.com/wiremesh/wiremesh/management/storetest"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
 // ownerAPI sets up a server with the built-in provider and returns a
 // client authenticated with the owner's personal access token.
-func ownerAPI(t *testing.T) (*env, api) {
+func ownerAPI(t *testing.T, eng storetest.Engine) (*env, api) {
 	t.Helper()
-	e := startWith(t, t.TempDir(), server.Options{Identity: server.Identity{BuiltInIssuer: autoIssuer}})
+	e := startOn(t, eng, server.Options{Identity: server.Identity{BuiltInIssuer: autoIssuer}})
 	setup := obj(e.api("").call("POST", "/api/setup", map[string]any{"email": "o@example.com", "password": "Owner-passw0rd!", "name": "O", "create_pat": true}, 200))
 	return e, e.api("Token " + setup["personal_access_token"].(string))
 }
 
 // TestAccessREST manages setup keys, groups, policies and posture checks
 // through the REST API and checks what the peers' maps then hold.
-func TestAccessREST(t *testing.T) {
-	e, o := ownerAPI(t)
+func TestAccessREST(t *testing.T) { engines.Each(t, testAccessREST) }
+
+func testAccessREST(t *testing.T, eng storetest.Engine) {
+	e, o := ownerAPI(t, eng)
 	ctx := context.Background()
 
 	// A setup key made through the API registers two peers.

@@ -13,6 +13,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/testoidc"
 	"github.com/wiremesh/wiremesh/internal/testpeer"
 	"github.com/wiremesh/wiremesh/management/server"
+	"github.com/wiremesh/wiremesh/management/storetest"
 	"github.com/wiremesh/wiremesh/management/users"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
@@ -42,8 +43,10 @@ func accountOf(o api) map[string]any {
 // GET and PUT; settings this server does not implement are refused with
 // 422 naming the field when moved off their default; a refused or invalid
 // PUT stores nothing.
-func TestAccountSettingsREST(t *testing.T) {
-	_, o := ownerAPI(t)
+func TestAccountSettingsREST(t *testing.T) { engines.Each(t, testAccountSettingsREST) }
+
+func testAccountSettingsREST(t *testing.T, eng storetest.Engine) {
+	_, o := ownerAPI(t, eng)
 	acc := accountOf(o)
 	id := acc["id"].(string)
 	s := obj(acc["settings"])
@@ -153,8 +156,10 @@ func TestAccountSettingsREST(t *testing.T) {
 // into it, a new DNS domain renames them, and the lazy connection and
 // routing-peer DNS flags reach the clients: the open streams get maps
 // carrying all of it. A range too small for the peers is refused.
-func TestAccountNetworkREST(t *testing.T) {
-	e, o := ownerAPI(t)
+func TestAccountNetworkREST(t *testing.T) { engines.Each(t, testAccountNetworkREST) }
+
+func testAccountNetworkREST(t *testing.T, eng storetest.Engine) {
+	e, o := ownerAPI(t, eng)
 	ctx := context.Background()
 	id := accountOf(o)["id"].(string)
 	key := obj(o.call("POST", "/api/setup-keys", map[string]any{"name": "k", "type": "reusable", "expires_in": 0, "auto_groups": []string{}, "usage_limit": 0}, 200))
@@ -250,8 +255,10 @@ func regularUser(t *testing.T, e *env, o api) (api, string) {
 
 // TestRegularUsersViewBlocked: with the setting on, users with role user
 // reach only their own user and peers; admins are untouched.
-func TestRegularUsersViewBlocked(t *testing.T) {
-	e, o := ownerAPI(t)
+func TestRegularUsersViewBlocked(t *testing.T) { engines.Each(t, testRegularUsersViewBlocked) }
+
+func testRegularUsersViewBlocked(t *testing.T, eng storetest.Engine) {
+	e, o := ownerAPI(t, eng)
 	id := accountOf(o)["id"].(string)
 	u, uid := regularUser(t, e, o)
 	for _, path := range []string{"/api/groups", "/api/policies", "/api/peers", "/api/users/current", "/api/users/" + uid} {
@@ -277,10 +284,12 @@ func TestRegularUsersViewBlocked(t *testing.T) {
 
 // TestDeleteAccountREST: only the owner deletes the account; everything
 // in it goes, its peers' streams end, other accounts stay.
-func TestDeleteAccountREST(t *testing.T) {
+func TestDeleteAccountREST(t *testing.T) { engines.Each(t, testDeleteAccountREST) }
+
+func testDeleteAccountREST(t *testing.T, eng storetest.Engine) {
 	// The install's own account, where the built-in provider's setup puts
 	// its owner, is refused: deleting it would reopen POST /api/setup.
-	_, own := ownerAPI(t)
+	_, own := ownerAPI(t, eng)
 	own.call("DELETE", "/api/accounts/"+accountOf(own)["id"].(string), nil, 412)
 	own.call("GET", "/api/accounts", nil, 200)
 	own.call("POST", "/api/setup", map[string]any{"email": "x@example.com", "password": "Other-passw0rd!", "name": "X"}, 412)
@@ -288,7 +297,7 @@ func TestDeleteAccountREST(t *testing.T) {
 	// With an external provider in domain mode every stranger owns an
 	// account of its own, which its owner may delete.
 	idp := testoidc.Start(t, "")
-	e := startWith(t, t.TempDir(), server.Options{Identity: server.Identity{Issuer: idp.URL, ClientID: testoidc.ClientID, Mode: users.DomainAccounts}})
+	e := startOn(t, eng, server.Options{Identity: server.Identity{Issuer: idp.URL, ClientID: testoidc.ClientID, Mode: users.DomainAccounts}})
 	ctx := context.Background()
 	e.api("Bearer "+idp.Mint(t, map[string]any{"sub": "first", "email": "first@example.com"})).call("GET", "/api/users/current", nil, 200)
 	o := e.api("Bearer " + idp.Mint(t, map[string]any{"sub": "owner", "email": "owner@example.com"}))
@@ -332,9 +341,11 @@ func TestDeleteAccountREST(t *testing.T) {
 // refuses users without an allowed group (read from the account's claim
 // name), and groups propagation moves a user's peers along with its auto
 // groups only while it is on.
-func TestJWTAccountSettings(t *testing.T) {
+func TestJWTAccountSettings(t *testing.T) { engines.Each(t, testJWTAccountSettings) }
+
+func testJWTAccountSettings(t *testing.T, eng storetest.Engine) {
 	idp := testoidc.Start(t, "")
-	e := startWith(t, t.TempDir(), server.Options{Identity: server.Identity{Issuer: idp.URL, ClientID: testoidc.ClientID}})
+	e := startOn(t, eng, server.Options{Identity: server.Identity{Issuer: idp.URL, ClientID: testoidc.ClientID}})
 	ctx := context.Background()
 	mint := func(sub string, roles ...string) string {
 		return idp.Mint(t, map[string]any{"sub": sub, "email": sub + "@example.com", "roles": roles})

@@ -13,6 +13,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/testoidc"
 	"github.com/wiremesh/wiremesh/internal/testpeer"
 	"github.com/wiremesh/wiremesh/management/server"
+	"github.com/wiremesh/wiremesh/management/storetest"
 	"github.com/wiremesh/wiremesh/management/users"
 )
 
@@ -20,9 +21,11 @@ import (
 // who joins by e-mail domain is stored pending and refused everything
 // (REST with a clear 403, the agent's SSO login) until an admin approves
 // it; a rejected user is deleted and waits again on its next login.
-func TestUserApproval(t *testing.T) {
+func TestUserApproval(t *testing.T) { engines.Each(t, testUserApproval) }
+
+func testUserApproval(t *testing.T, eng storetest.Engine) {
 	idp := testoidc.Start(t, "")
-	e := startWith(t, t.TempDir(), server.Options{Identity: server.Identity{Issuer: idp.URL, ClientID: testoidc.ClientID, Mode: users.DomainAccounts,
+	e := startOn(t, eng, server.Options{Identity: server.Identity{Issuer: idp.URL, ClientID: testoidc.ClientID, Mode: users.DomainAccounts,
 		AccountDomains: []string{"a.example"}}})
 	ctx := context.Background()
 	mint := func(sub, email string) string {

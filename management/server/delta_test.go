@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/wiremesh/wiremesh/internal/testpeer"
+	"github.com/wiremesh/wiremesh/management/storetest"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
@@ -19,8 +20,10 @@ import (
 // the maps they rebuild from deltas equal what a full Sync gives, under
 // the default policy and under port rules; a policy change sends a whole
 // map. Streams that did not ask (the official clients) get whole maps.
-func TestMapDeltas(t *testing.T) {
-	e, o := ownerAPI(t)
+func TestMapDeltas(t *testing.T) { engines.Each(t, testMapDeltas) }
+
+func testMapDeltas(t *testing.T, eng storetest.Engine) {
+	e, o := ownerAPI(t, eng)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	key := obj(o.call("POST", "/api/setup-keys", map[string]any{"name": "k", "type": "reusable", "expires_in": 86400, "auto_groups": []string{}, "usage_limit": 0}, 200))["key"].(string)

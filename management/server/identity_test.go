@@ -18,6 +18,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/testpeer"
 	"github.com/wiremesh/wiremesh/management/server"
 	"github.com/wiremesh/wiremesh/management/setupkey"
+	"github.com/wiremesh/wiremesh/management/storetest"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
@@ -106,8 +107,10 @@ func deviceLogin(t *testing.T, p *testpeer.Peer, email, password string) string 
 	return tok.AccessToken
 }
 
-func TestBuiltInIdentityREST(t *testing.T) {
-	e := startWith(t, t.TempDir(), server.Options{Identity: server.Identity{BuiltInIssuer: autoIssuer}})
+func TestBuiltInIdentityREST(t *testing.T) { engines.Each(t, testBuiltInIdentityREST) }
+
+func testBuiltInIdentityREST(t *testing.T, eng storetest.Engine) {
+	e := startOn(t, eng, server.Options{Identity: server.Identity{BuiltInIssuer: autoIssuer}})
 	anon := e.api("")
 	if !obj(anon.call("GET", "/api/instance", nil, 200))["setup_required"].(bool) {
 		t.Fatal("setup not required on a new install")

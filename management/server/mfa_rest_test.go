@@ -10,6 +10,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/testoidc"
 	"github.com/wiremesh/wiremesh/internal/testpeer"
+	"github.com/wiremesh/wiremesh/management/storetest"
 )
 
 // TestLocalMFASetting: settings.local_mfa_enabled, set through the REST
@@ -17,8 +18,10 @@ import (
 // account's users (a device approval is refused until the user has set one
 // up at a browser login); turned off, a user who never enrolled logs in
 // with the password alone again.
-func TestLocalMFASetting(t *testing.T) {
-	e, o := ownerAPI(t)
+func TestLocalMFASetting(t *testing.T) { engines.Each(t, testLocalMFASetting) }
+
+func testLocalMFASetting(t *testing.T, eng storetest.Engine) {
+	e, o := ownerAPI(t, eng)
 	acc := accountOf(o)
 	id := acc["id"].(string)
 	settings := obj(acc["settings"])

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wiremesh/wiremesh/internal/testpeer"
+	"github.com/wiremesh/wiremesh/management/storetest"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
@@ -17,8 +18,10 @@ import (
 // both sides' maps; an admin may make it pending again while the setting
 // is on (422, nothing stored, once it is off); turning the setting off
 // approves every pending peer. Each step is in the audit log.
-func TestPeerApprovalREST(t *testing.T) {
-	e, o := ownerAPI(t)
+func TestPeerApprovalREST(t *testing.T) { engines.Each(t, testPeerApprovalREST) }
+
+func testPeerApprovalREST(t *testing.T, eng storetest.Engine) {
+	e, o := ownerAPI(t, eng)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	acc := accountOf(o)

@@ -28,7 +28,9 @@ import (
 	"github.com/wiremesh/wiremesh/management/grpcapi"
 	"github.com/wiremesh/wiremesh/management/httpapi"
 	"github.com/wiremesh/wiremesh/management/idp"
+	"github.com/wiremesh/wiremesh/management/jobs"
 	"github.com/wiremesh/wiremesh/management/peers"
+	"github.com/wiremesh/wiremesh/management/releasecheck"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/tenant"
 	"github.com/wiremesh/wiremesh/management/turncreds"
@@ -75,6 +77,12 @@ type Options struct {
 	// (0: 3 s); an instance silent for InstanceTTL (0: 5 heartbeats) is
 	// dead, and its peers are recorded offline by the survivors.
 	Heartbeat, InstanceTTL time.Duration
+	// Jobs tunes remote debug-bundle jobs (zero fields: the jobs package's
+	// defaults); Store, Log and Now are set here.
+	Jobs jobs.Options
+	// Releases is the release check behind GET /api/instance/version
+	// (nil: off, the available versions are reported unknown).
+	Releases *releasecheck.Checker
 }
 
 // DefaultEphemeralTimeout is the offline time after which ephemeral peers go.
@@ -88,6 +96,8 @@ type Server struct {
 	API   *grpcapi.Server
 	Users *users.Service
 	REST  *httpapi.API
+	// Jobs runs remote debug-bundle jobs.
+	Jobs *jobs.Service
 	// IdP is the built-in identity provider (nil unless configured).
 	IdP *oidcop.Provider
 
@@ -172,9 +182,13 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("identity provider: %w", err)
 	}
+	jo := o.Jobs
+	jo.Store, jo.Log, jo.Now = st, o.Log, o.Now
+	js := jobs.New(jo)
 	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log, SSO: sso, MaxSyncs: o.MaxSyncs,
-		TrustedProxies: o.TrustedProxies, Now: o.Now, JobFirstMessage: o.JobFirstMessage})
-	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Access: access.New(st, hub, o.Log), DashboardOrigins: o.DashboardOrigins, Log: o.Log}
+		TrustedProxies: o.TrustedProxies, Now: o.Now, JobFirstMessage: o.JobFirstMessage, Ended: ps, Jobs: js})
+	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Access: access.New(st, hub, o.Log), DashboardOrigins: o.DashboardOrigins, Log: o.Log,
+		Jobs: js, TrustedProxies: o.TrustedProxies, Releases: o.Releases}
 	if verifier != nil {
 		ropts.JWT = verifier
 	}
@@ -182,7 +196,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		ropts.IdPs = &idp.Providers{Store: st}
 	}
 	wctx, cancel := context.WithCancel(context.Background())
-	s := &Server{Store: st, Peers: ps, Hub: hub, API: api, Users: us, REST: httpapi.New(ropts), IdP: provider, log: o.Log, cancel: cancel,
+	s := &Server{Store: st, Peers: ps, Hub: hub, API: api, Users: us, REST: httpapi.New(ropts), IdP: provider, Jobs: js, log: o.Log, cancel: cancel,
 		instance: o.Instance, pollNow: make(chan struct{}, 1)}
 	// Take the baseline now, so a change made between start-up and the
 	// first poll is not mistaken for the starting state.
@@ -198,6 +212,8 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	go func() { defer s.wg.Done(); s.listen(wctx) }()
 	go func() { defer s.wg.Done(); s.sweepEphemeral(wctx, o.EphemeralTimeout) }()
 	go func() { defer s.wg.Done(); s.sweepLogins(wctx, o.ExpiryCheck) }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); js.Run(wctx) }()
 	if shared {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.heartbeat(wctx, o.Heartbeat, o.InstanceTTL) }()
@@ -412,6 +428,11 @@ func (s *Server) sweepEphemeral(ctx context.Context, timeout time.Duration) {
 			if err := s.Peers.Delete(ctx, p.AccountID, p.ID, "ephemeral-sweeper"); err == nil {
 				s.log.Info("removed offline ephemeral peer", "peer", p.ID, "name", p.Name)
 			}
+		}
+		// Temporary peers that never connected (or whose removal on
+		// disconnect was missed) go after peers.TemporaryOffline.
+		if err := s.Peers.ExpireTemporary(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("temporary peer expiry", "err", err)
 		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/server"
 	"github.com/wiremesh/wiremesh/management/setupkey"
 	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/storetest"
 	"github.com/wiremesh/wiremesh/management/tenant"
 	"github.com/wiremesh/wiremesh/management/turncreds"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
@@ -97,6 +98,14 @@ func startWith(t testing.TB, dir string, o server.Options, advs ...func(*server.
 	}
 	t.Cleanup(e.stop)
 	return e
+}
+
+// startOn starts a server on a fresh store of eng (a new SQLite directory
+// or a new Postgres database, removed when the test ends).
+func startOn(t testing.TB, eng storetest.Engine, o server.Options, advs ...func(*server.Advertiser)) *env {
+	t.Helper()
+	o.Store = eng.Config(t)
+	return startWith(t, o.Store.DataDir, o, advs...)
 }
 
 // autoIssuer in Options.Identity.BuiltInIssuer becomes the built-in

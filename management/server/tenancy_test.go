@@ -13,6 +13,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/testpeer"
 	"github.com/wiremesh/wiremesh/management/server"
 	"github.com/wiremesh/wiremesh/management/setupkey"
+	"github.com/wiremesh/wiremesh/management/storetest"
 	"github.com/wiremesh/wiremesh/management/users"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
@@ -21,10 +22,12 @@ import (
 // Connect provider in multi-account mode: users of two e-mail domains get
 // two accounts, and nothing of one is visible to the other through any
 // endpoint.
-func TestExternalIdPAccounts(t *testing.T) {
+func TestExternalIdPAccounts(t *testing.T) { engines.Each(t, testExternalIdPAccounts) }
+
+func testExternalIdPAccounts(t *testing.T, eng storetest.Engine) {
 	alice := testoidc.User{Subject: "a|1", Email: "alice@a.example", Name: "Alice", Password: "alice-password", Groups: []string{"engineering"}}
 	idp := testoidc.Start(t, "", alice)
-	e := startWith(t, t.TempDir(), server.Options{Identity: server.Identity{Issuer: idp.URL, ClientID: testoidc.ClientID, Mode: users.DomainAccounts,
+	e := startOn(t, eng, server.Options{Identity: server.Identity{Issuer: idp.URL, ClientID: testoidc.ClientID, Mode: users.DomainAccounts,
 		AccountDomains: []string{"a.example"}}})
 	ctx := context.Background()
 	// Alice's verified address places her first: a.example is listed, so
@@ -117,9 +120,11 @@ func TestExternalIdPAccounts(t *testing.T) {
 
 // TestJWTGroupSync: with group sync on, the token's groups become groups
 // of the account with the user's peers in them, and they follow the IdP.
-func TestJWTGroupSync(t *testing.T) {
+func TestJWTGroupSync(t *testing.T) { engines.Each(t, testJWTGroupSync) }
+
+func testJWTGroupSync(t *testing.T, eng storetest.Engine) {
 	idp := testoidc.Start(t, "")
-	e := startWith(t, t.TempDir(), server.Options{Identity: server.Identity{Issuer: idp.URL, ClientID: testoidc.ClientID}})
+	e := startOn(t, eng, server.Options{Identity: server.Identity{Issuer: idp.URL, ClientID: testoidc.ClientID}})
 	ctx := context.Background()
 	mint := func(groups ...string) string {
 		return idp.Mint(t, map[string]any{"sub": "u|1", "email": "u@example.com", "groups": groups})

@@ -16,6 +16,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/testoidc"
 	"github.com/wiremesh/wiremesh/management/idp"
 	"github.com/wiremesh/wiremesh/management/server"
+	"github.com/wiremesh/wiremesh/management/storetest"
 )
 
 // TestUpstreamIdPThroughREST: an owner adds a second OpenID Connect
@@ -26,9 +27,11 @@ import (
 // approves it (POST /api/users/{id}/approve) the built-in token works on
 // the REST API as the new user. A refresh
 // gives a new one; end-session ends it.
-func TestUpstreamIdPThroughREST(t *testing.T) {
+func TestUpstreamIdPThroughREST(t *testing.T) { engines.Each(t, testUpstreamIdPThroughREST) }
+
+func testUpstreamIdPThroughREST(t *testing.T, eng storetest.Engine) {
 	const dash = "http://dashboard.test/nb-auth"
-	e := startWith(t, t.TempDir(), server.Options{Identity: server.Identity{BuiltInIssuer: autoIssuer, DashboardRedirects: []string{dash}}})
+	e := startOn(t, eng, server.Options{Identity: server.Identity{BuiltInIssuer: autoIssuer, DashboardRedirects: []string{dash}}})
 	issuer := "http://" + e.addr + "/oauth2"
 	up := testoidc.StartWithRedirects(t, "", []string{issuer + "/upstream/callback"},
 		testoidc.User{Subject: "u-dana", Email: "dana@corp.example", Name: "Dana", Password: "Dana-passw0rd!"})

@@ -5,7 +5,10 @@ package storetest
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/wiremesh/wiremesh/internal/pgtest"
 	"github.com/wiremesh/wiremesh/management/store"
@@ -49,5 +52,79 @@ func Each(t *testing.T, fn func(t *testing.T, e Engine)) {
 	t.Helper()
 	for _, e := range Engines(t) {
 		t.Run(string(e.Name), func(t *testing.T) { fn(t, e) })
+	}
+}
+
+// Shared hands out both engines to every test of a test binary from one
+// private Postgres server, started on first use (a binary whose selected
+// tests never reach Postgres starts none). Each Postgres store lives in its
+// own database, dropped when its test ends. The test binary owns the
+// server through TestMain:
+//
+//	var engines storetest.Shared
+//
+//	func TestMain(m *testing.M) {
+//		code := m.Run()
+//		engines.Close()
+//		os.Exit(code)
+//	}
+//
+// A missing PostgreSQL skips the postgres subtests, or fails them with
+// WIREMESH_REQUIRE_POSTGRES=1 (as CI sets).
+type Shared struct {
+	once sync.Once
+	pg   *pgtest.Server
+	err  error
+}
+
+// Engines returns both engines, SQLite first.
+func (s *Shared) Engines() []Engine {
+	return []Engine{
+		{Name: store.SQLite, Config: func(t testing.TB) store.Config {
+			return store.Config{Engine: store.SQLite, DataDir: t.TempDir()}
+		}},
+		{Name: store.Postgres, Config: s.postgres},
+	}
+}
+
+// Each runs fn as a subtest per engine, named after the engine
+// ("sqlite", "postgres"): -run 'TestX/postgres' selects one.
+func (s *Shared) Each(t *testing.T, fn func(t *testing.T, e Engine)) {
+	t.Helper()
+	for _, e := range s.Engines() {
+		t.Run(string(e.Name), func(t *testing.T) { fn(t, e) })
+	}
+}
+
+func (s *Shared) postgres(t testing.TB) store.Config {
+	t.Helper()
+	s.once.Do(func() { s.pg, s.err = pgtest.Launch() })
+	switch {
+	case errors.Is(s.err, pgtest.ErrNotInstalled) && !pgtest.Required():
+		t.Skip(s.err)
+	case s.err != nil:
+		t.Fatal(s.err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name, err := s.pg.CreateDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.pg.DropDatabase(ctx, name); err != nil {
+			t.Errorf("drop test database: %v", err)
+		}
+	})
+	return store.Config{Engine: store.Postgres, DSN: s.pg.DSN(name)}
+}
+
+// Close stops the shared server, if one was started.
+func (s *Shared) Close() {
+	s.once.Do(func() {}) // no start after Close
+	if s.pg != nil {
+		s.pg.Close()
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/grpcapi"
 	"github.com/wiremesh/wiremesh/management/httpapi"
 	"github.com/wiremesh/wiremesh/management/idflag"
+	"github.com/wiremesh/wiremesh/management/releasecheck"
 	mgmt "github.com/wiremesh/wiremesh/management/server"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/storeflag"
@@ -80,6 +81,7 @@ func command() *cobra.Command {
 	f.StringSliceVar(&trustedProxies, "trusted-proxies", nil, "reverse proxies (addresses or prefixes, comma-separated) whose X-Forwarded-For names the client for login and setup-key limits; ignored from anyone else")
 	storeFlags := storeflag.Bind(f)
 	idFlags := idflag.Bind(f, false)
+	releaseFlags := releasecheck.Bind(f)
 	secrets := []*secretflag.Secret{
 		secretflag.File(f, "turn-secret", "NB_TURN_SECRET", &turnSecret),
 		secretflag.File(f, "turn-password", "NB_TURN_PASSWORD", &turnPass),
@@ -119,6 +121,10 @@ func command() *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("--dashboard-origin: %w", err)
 		}
+		releases, err := releaseFlags.Checker(log)
+		if err != nil {
+			return fmt.Errorf("--version-check-url: %w", err)
+		}
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		raw, err := net.Listen("tcp", listen)
@@ -138,7 +144,8 @@ func command() *cobra.Command {
 		adv := mgmt.Advertiser{PublicHost: publicAddr, SignalHost: sh, SignalPort: port, SignalTLS: signalTLS, ExtraSTUNs: stuns, ExtraTURNs: turns, Relays: relays}
 		m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv,
 			TURN:  turncreds.Issuer{Secret: turnSecret, TTL: turnTTL, StaticUser: turnUser, StaticPass: turnPass},
-			Relay: grpcapi.RelayAuth{Secret: relaySecret, TTL: relayTTL}, Identity: identity, TrustedProxies: trusted, DashboardOrigins: origins})
+			Relay: grpcapi.RelayAuth{Secret: relaySecret, TTL: relayTTL}, Identity: identity, TrustedProxies: trusted, DashboardOrigins: origins,
+			Releases: releases})
 		if err != nil {
 			ln.Close()
 			return err
