@@ -1,0 +1,1 @@
+declare module "*.module.css" { const classes: Record<string, string>; export default classes; }
