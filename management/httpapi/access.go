@@ -52,6 +52,9 @@ type accessView struct {
 	groups []account.Group
 	peers  map[account.PeerID]account.Peer
 	npeers int
+	// mins are the groups as rules show them, derived once per view
+	// (a policy list names groups thousands of times).
+	mins map[account.GroupID]groupMinimum
 }
 
 // accessView reads what the caller may see of the account's groups and
@@ -74,6 +77,21 @@ func (a *API) accessView(r *http.Request, caller account.User) (accessView, erro
 		v.npeers = len(v.peers)
 		return err
 	})
+	v.mins = make(map[account.GroupID]groupMinimum, len(v.groups))
+	for _, g := range v.groups {
+		n := v.npeers
+		if !g.All {
+			n = 0
+			for _, id := range g.Peers {
+				if _, ok := v.peers[id]; ok {
+					n++
+				}
+			}
+		}
+		if _, dup := v.mins[g.ID]; !dup {
+			v.mins[g.ID] = groupMinimum{ID: string(g.ID), Name: g.Name, PeersCount: n}
+		}
+	}
 	return v, err
 }
 
@@ -95,13 +113,8 @@ func (v accessView) group(g account.Group) groupJSON {
 }
 
 func (v accessView) minimum(id account.GroupID) (groupMinimum, bool) {
-	for _, g := range v.groups {
-		if g.ID == id {
-			j := v.group(g)
-			return groupMinimum{ID: j.ID, Name: j.Name, PeersCount: j.PeersCount}, true
-		}
-	}
-	return groupMinimum{}, false
+	g, ok := v.mins[id]
+	return g, ok
 }
 
 func (a *API) listGroups(w http.ResponseWriter, r *http.Request, caller account.User) error {
@@ -478,6 +491,11 @@ func (a *API) deletePosture(w http.ResponseWriter, r *http.Request, caller accou
 
 // --- setup keys ---
 
+// errExtraDNSLabels refuses allow_extra_dns_labels true: the server does
+// not publish the extra DNS labels agents send at login (--extra-dns-labels)
+// in the account's DNS zone, so a key cannot allow them.
+var errExtraDNSLabels = invalid("allow_extra_dns_labels: extra DNS labels are not supported by this server; omit the field or send false")
+
 type setupKeyJSON struct {
 	ID                  string   `json:"id"`
 	Key                 string   `json:"key"`
@@ -574,9 +592,14 @@ func (a *API) createSetupKey(w http.ResponseWriter, r *http.Request, caller acco
 		AutoGroups []string `json:"auto_groups"`
 		UsageLimit int      `json:"usage_limit"`
 		Ephemeral  bool     `json:"ephemeral"`
+		// AllowExtraDNSLabels is refused when true (errExtraDNSLabels).
+		AllowExtraDNSLabels bool `json:"allow_extra_dns_labels"`
 	}
 	if err := decode(r, &req); err != nil {
 		return err
+	}
+	if req.AllowExtraDNSLabels {
+		return errExtraDNSLabels
 	}
 	if req.Type != "reusable" && req.Type != "one-off" {
 		return invalid("type %q (want reusable or one-off)", req.Type)
@@ -607,9 +630,14 @@ func (a *API) updateSetupKey(w http.ResponseWriter, r *http.Request, caller acco
 	var req struct {
 		Revoked    bool     `json:"revoked"`
 		AutoGroups []string `json:"auto_groups"`
+		// AllowExtraDNSLabels: as on create, true is refused.
+		AllowExtraDNSLabels bool `json:"allow_extra_dns_labels"`
 	}
 	if err := decode(r, &req); err != nil {
 		return err
+	}
+	if req.AllowExtraDNSLabels {
+		return errExtraDNSLabels
 	}
 	k, err := a.o.Access.UpdateSetupKey(r.Context(), caller.AccountID, account.SetupKeyID(r.PathValue("keyId")), req.Revoked, req.AutoGroups, string(caller.ID))
 	if err != nil {

@@ -5,8 +5,10 @@ import (
 	"time"
 
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/auth"
 	"github.com/wiremesh/wiremesh/management/networkmap"
 	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/users"
 )
 
 // accessiblePeerJSON is the API's AccessiblePeer.
@@ -29,9 +31,6 @@ type accessiblePeerJSON struct {
 // while it is pending approval, its user blocked or its login expired).
 func (a *API) accessiblePeers(w http.ResponseWriter, r *http.Request, caller account.User) error {
 	id := account.PeerID(r.PathValue("peerId"))
-	if _, _, err := a.peer(r.Context(), caller, id); err != nil {
-		return err
-	}
 	var (
 		acc    account.Account
 		ps     []account.Peer
@@ -39,8 +38,17 @@ func (a *API) accessiblePeers(w http.ResponseWriter, r *http.Request, caller acc
 	)
 	ctx := r.Context()
 	err := a.o.Store.Read(ctx, func(tx *store.Tx) error {
-		var err error
-		acc, ps, access, err = networkmap.Read(ctx, tx.In(caller.AccountID), time.Now())
+		// The one peer, not every peer the caller may see: a regular user
+		// asks only about its own.
+		at := tx.In(caller.AccountID)
+		p, err := at.Peer(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !seesAll(caller, auth.Peers) && p.UserID != caller.ID {
+			return users.ErrNotFound
+		}
+		acc, ps, access, err = networkmap.Read(ctx, at, time.Now())
 		return err
 	})
 	if err != nil {

@@ -29,9 +29,9 @@ func (a *API) reachIndex(ctx context.Context, acc account.ID) (*networkmap.Index
 // network map, 0 for a peer that takes no part (pending, expired, its
 // user blocked), as GET /api/peers/{peerId}/accessible-peers lists them.
 func accessibleCount(ix *networkmap.Index, id account.PeerID) int {
-	m, ok := ix.Compute(id)
+	ps, ok := ix.Reachable(id)
 	if !ok {
 		return 0
 	}
-	return len(m.Peers)
+	return len(ps)
 }

@@ -6,6 +6,7 @@
 package networkmap
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"net/netip"
@@ -147,7 +148,8 @@ type rule struct {
 // so one peer's map costs what its own rules reach, not the whole account.
 type Index struct {
 	acc      account.Account
-	peers    []account.Peer // by IP
+	peers    []account.Peer         // by IP
+	pos      map[account.PeerID]int // index into peers
 	byID     map[account.PeerID]account.Peer
 	allowAll bool
 	rules    []rule
@@ -170,6 +172,10 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 	ix := &Index{acc: acc, peers: slices.Clone(peers), byID: make(map[account.PeerID]account.Peer, len(peers)), byPeer: map[account.PeerID][]int{},
 		temp: map[account.PeerID]bool{}, expand: map[account.PeerID]bool{}}
 	sort.Slice(ix.peers, func(i, j int) bool { return ix.peers[i].IP.Less(ix.peers[j].IP) })
+	ix.pos = make(map[account.PeerID]int, len(ix.peers))
+	for i := range ix.peers {
+		ix.pos[ix.peers[i].ID] = i
+	}
 	ix.records = make(map[account.PeerID]sig128, len(peers))
 	for _, p := range peers {
 		ix.byID[p.ID] = p
@@ -396,7 +402,17 @@ func ruleSig(pol account.PolicyID, r account.Rule) sig128 {
 //
 // A peer pending approval gets its own config only: no peers, no rules
 // (so its firewall admits nothing), and no other peer's map lists it.
-func (ix *Index) Compute(self account.PeerID) (Map, bool) {
+func (ix *Index) Compute(self account.PeerID) (Map, bool) { return ix.compute(self, true) }
+
+// Reachable is Compute's Peers alone: the same peers, without building
+// and sorting the firewall rules (what the REST API counts per peer).
+func (ix *Index) Reachable(self account.PeerID) ([]*account.Peer, bool) {
+	m, ok := ix.compute(self, false)
+	return m.Peers, ok
+}
+
+// compute builds self's map; without rules, m.Rules stays empty.
+func (ix *Index) compute(self account.PeerID, rules bool) (Map, bool) {
 	me, ok := ix.byID[self]
 	if !ok {
 		return Map{}, false
@@ -412,7 +428,9 @@ func (ix *Index) Compute(self account.PeerID) (Map, bool) {
 		for i := range ix.peers {
 			if p := &ix.peers[i]; p.ID != self && !p.ApprovalRequired && !ix.temp[p.ID] {
 				visible[p.ID] = true
-				m.Rules = append(m.Rules, ix.allowAllRules(p.IP)...)
+				if rules {
+					m.Rules = append(m.Rules, ix.allowAllRules(p.IP)...)
+				}
 			}
 		}
 	}
@@ -423,7 +441,7 @@ func (ix *Index) Compute(self account.PeerID) (Map, bool) {
 		if rr.r.Action == account.ActionAccept {
 			visible[remote] = true
 		}
-		if m.AllowAll && rr.r.Action == account.ActionAccept {
+		if !rules || (m.AllowAll && rr.r.Action == account.ActionAccept) {
 			return // everything is allowed both ways: only drop rules matter
 		}
 		m.Rules = append(m.Rules, FirewallRule{Peer: ix.byID[remote].IP, Direction: dir, Action: rr.r.Action, Protocol: rr.r.Protocol,
@@ -453,20 +471,34 @@ func (ix *Index) Compute(self account.PeerID) (Map, bool) {
 			}
 		}
 	}
-	for i := range ix.peers {
-		if p := &ix.peers[i]; p.ID != self && !p.ApprovalRequired && ((m.AllowAll && !ix.temp[p.ID]) || visible[p.ID]) {
-			m.Peers = append(m.Peers, p)
+	if m.AllowAll {
+		for i := range ix.peers {
+			if p := &ix.peers[i]; p.ID != self && !p.ApprovalRequired && (!ix.temp[p.ID] || visible[p.ID]) {
+				m.Peers = append(m.Peers, p)
+			}
+		}
+	} else {
+		// Only the visible peers, in the index's (IP) order: walking every
+		// peer of the account here made each map O(N), a listing O(N²).
+		at := make([]int, 0, len(visible))
+		for id := range visible {
+			if i, ok := ix.pos[id]; ok && id != self && !ix.peers[i].ApprovalRequired {
+				at = append(at, i)
+			}
+		}
+		slices.Sort(at)
+		for _, i := range at {
+			m.Peers = append(m.Peers, &ix.peers[i])
 		}
 	}
-	sort.SliceStable(m.Rules, func(i, j int) bool {
-		a, b := m.Rules[i], m.Rules[j]
+	slices.SortStableFunc(m.Rules, func(a, b FirewallRule) int {
 		if a.Peer != b.Peer {
-			return a.Peer.Less(b.Peer)
+			return a.Peer.Compare(b.Peer)
 		}
 		if a.Direction != b.Direction {
-			return a.Direction < b.Direction
+			return cmp.Compare(a.Direction, b.Direction)
 		}
-		return a.PolicyID < b.PolicyID
+		return cmp.Compare(a.PolicyID, b.PolicyID)
 	})
 	m.Rules = dedupe(m.Rules)
 	return m, true
