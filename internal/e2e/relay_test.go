@@ -222,4 +222,3 @@ func TestRelayedWhileICEFails(t *testing.T) {
 		t.Fatal("the relayed path dropped a ping")
 	}
 }
-
