@@ -1,13 +1,23 @@
-import { useState } from "react";
+import { lazy, useState } from "react";
 import { Navigate, Route, Routes, useLocation } from "react-router";
 import { useApp } from "./app";
 import { useUser } from "./auth/useUser";
+import { Lazy } from "./layout/Lazy";
 import { Shell } from "./layout/Shell";
 import { LoginPage } from "./pages/LoginPage";
 import { NotFoundPage } from "./pages/NotFoundPage";
 import { PeersPage } from "./pages/PeersPage";
 import { SetupKeysPage } from "./pages/SetupKeysPage";
 import { SetupPage } from "./pages/SetupPage";
+
+const PeerDetailPage = lazy(() => import("./pages/PeerDetailPage"));
+const GroupsPage = lazy(() => import("./pages/GroupsPage"));
+const PoliciesPage = lazy(() => import("./pages/PoliciesPage"));
+const PostureChecksPage = lazy(() => import("./pages/PostureChecksPage"));
+const UsersPage = lazy(() => import("./pages/UsersPage"));
+const EventsPage = lazy(() => import("./pages/EventsPage"));
+const SettingsPage = lazy(() => import("./pages/SettingsPage"));
+const InvitePage = lazy(() => import("./pages/InvitePage"));
 
 export function AppRoutes({ initialSetupRequired, loginError }: { initialSetupRequired: boolean; loginError: string }) {
   const { auth } = useApp();
@@ -23,6 +33,14 @@ export function AppRoutes({ initialSetupRequired, loginError }: { initialSetupRe
       </Routes>
     );
   }
+  // An invite link: the invitee chooses a password, logged in or not.
+  if (loc.pathname === "/invite") {
+    return (
+      <Lazy>
+        <InvitePage />
+      </Lazy>
+    );
+  }
   if (!user || user.expired) {
     const returnTo = loc.pathname === "/setup" || loc.pathname === "/login" ? "/peers" : loc.pathname + loc.search;
     return <LoginPage returnTo={returnTo} error={loginError} />;
@@ -33,6 +51,14 @@ export function AppRoutes({ initialSetupRequired, loginError }: { initialSetupRe
         <Route index element={<Navigate to="/peers" replace />} />
         <Route path="/peers" element={<PeersPage />} />
         <Route path="/setup-keys" element={<SetupKeysPage />} />
+        <Route path="/peers/:id" element={<Lazy><PeerDetailPage /></Lazy>} />
+        <Route path="/groups" element={<Lazy><GroupsPage /></Lazy>} />
+        <Route path="/policies" element={<Lazy><PoliciesPage /></Lazy>} />
+        <Route path="/posture-checks" element={<Lazy><PostureChecksPage /></Lazy>} />
+        <Route path="/users" element={<Lazy><UsersPage /></Lazy>} />
+        <Route path="/service-users" element={<Lazy><UsersPage /></Lazy>} />
+        <Route path="/events" element={<Lazy><EventsPage /></Lazy>} />
+        <Route path="/settings" element={<Lazy><SettingsPage /></Lazy>} />
         <Route path="/setup" element={<Navigate to="/peers" replace />} />
         <Route path="/login" element={<Navigate to="/peers" replace />} />
         <Route path="*" element={<NotFoundPage />} />

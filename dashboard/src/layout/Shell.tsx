@@ -31,15 +31,15 @@ interface NavItem {
 export const nav: NavItem[] = [
   { label: "Peers", path: "/peers" },
   { label: "Setup keys", path: "/setup-keys" },
-  { label: "Groups" },
-  { label: "Access policies" },
-  { label: "Posture checks" },
-  { label: "Users" },
-  { label: "Service users & tokens" },
+  { label: "Groups", path: "/groups" },
+  { label: "Access policies", path: "/policies" },
+  { label: "Posture checks", path: "/posture-checks" },
+  { label: "Users", path: "/users" },
+  { label: "Service users & tokens", path: "/service-users" },
   { label: "Networks & routes" },
   { label: "DNS" },
-  { label: "Activity" },
-  { label: "Settings" },
+  { label: "Activity", path: "/events" },
+  { label: "Settings", path: "/settings" },
 ];
 
 function ThemeToggle() {

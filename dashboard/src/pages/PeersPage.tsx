@@ -3,10 +3,11 @@
  * filtered and sorted in the browser (peers/filter.ts), drawn as a
  * virtualised grid so 5,000 rows scroll smoothly.
  */
-import { Alert, Badge, Box, Group, Select, Stack, Text, TextInput, Title, Tooltip, UnstyledButton } from "@mantine/core";
+import { Alert, Anchor, Badge, Box, Group, Select, Stack, Text, TextInput, Title, Tooltip, UnstyledButton } from "@mantine/core";
 import { useDebouncedValue } from "@mantine/hooks";
 import { useVirtualizer } from "@tanstack/react-virtual";
 import { useMemo, useRef, useState } from "react";
+import { Link as RouterLink } from "react-router";
 import { messageOf, type Peer } from "../api/client";
 import { LIVE_INTERVAL_MS, usePoll } from "../api/poll";
 import { useApp } from "../app";
@@ -82,9 +83,9 @@ function Row({ p }: { p: Peer }) {
   return (
     <>
       <div role="cell" className={classes.cell}>
-        <Text size="sm" fw={500} truncate="end">
+        <Anchor component={RouterLink} to={`/peers/${encodeURIComponent(p.id)}`} size="sm" fw={500} truncate="end" display="block">
           {p.name}
-        </Text>
+        </Anchor>
         {p.hostname && p.hostname !== p.name && (
           <Text size="xs" c="dimmed" truncate="end">
             {p.hostname}
