@@ -281,9 +281,11 @@ func waitStatus(t *testing.T, m *Mesh, a *Agent, want string, within time.Durati
 	for start := time.Now(); time.Since(start) < within; time.Sleep(300 * time.Millisecond) {
 		out, _ := m.CLI(a, "status")
 		last = out
-		if strings.Contains(out, want) {
+		// The daemon's own state line: "Connected" alone also matches
+		// "Peers count: 0/0 Connected" while the daemon is connecting.
+		if strings.Contains(out, "Daemon status: "+want+"\n") {
 			return
 		}
 	}
-	t.Fatalf("%s: status is not %s after %v:\n%s", a.Name, want, within, last)
+	t.Fatalf("%s: daemon status is not %s after %v:\n%s", a.Name, want, within, last)
 }
