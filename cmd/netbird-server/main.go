@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -35,6 +36,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/grpcapi"
 	"github.com/wiremesh/wiremesh/management/httpapi"
 	"github.com/wiremesh/wiremesh/management/idflag"
+	"github.com/wiremesh/wiremesh/management/mailflag"
 	"github.com/wiremesh/wiremesh/management/releasecheck"
 	mgmt "github.com/wiremesh/wiremesh/management/server"
 	"github.com/wiremesh/wiremesh/management/storeflag"
@@ -65,6 +67,7 @@ type options struct {
 	certFile, keyFile                     string
 	identity                              *idflag.Flags
 	releases                              *releasecheck.Flags
+	mail                                  *mailflag.Flags
 	ownerEmail                            string
 	trustedProxies                        []string
 	dashboardOrigins                      []string
@@ -107,6 +110,7 @@ func command() *cobra.Command {
 	o.store = storeflag.Bind(f)
 	o.identity = idflag.Bind(f, true)
 	o.releases = releasecheck.Bind(f)
+	o.mail = mailflag.Bind(f)
 	f.StringVar(&o.ownerEmail, "owner-email", "admin@netbird.selfhosted", "with the built-in identity provider: create this owner with a one-time initial password at first start (empty: create the owner through POST /api/setup)")
 	cmd.AddCommand(admin.Command("/var/lib/netbird-server"), admin.MigrateCommand("/var/lib/netbird-server"))
 	return cmd
@@ -136,6 +140,10 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("--version-check-url: %w", err)
 	}
+	mail, err := o.mail.Mail(log)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -156,7 +164,7 @@ func run(ctx context.Context, o *options) error {
 	ln = conns
 	port := ln.Addr().(*net.TCPAddr).Port
 	if tlsConf != nil {
-		ln = tls.NewListener(ln, tlsConf)
+		ln = tls.NewListener(ln, preferHTTP1(tlsConf))
 	}
 
 	adv := mgmt.Advertiser{PublicHost: o.publicAddr, SignalPort: port, SignalTLS: tlsConf != nil, RelayTLS: tlsConf != nil}
@@ -258,7 +266,7 @@ func run(ctx context.Context, o *options) error {
 	}
 
 	m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv, TURN: issuer, Relay: relayAuth, Identity: identity, TrustedProxies: trusted, DashboardOrigins: origins,
-		Releases: releases})
+		Releases: releases, Mail: mail})
 	if err != nil {
 		return err
 	}
@@ -292,7 +300,7 @@ func run(ctx context.Context, o *options) error {
 		}
 	})
 	defer stopStreams()
-	sources := []func() []metrics.Sample{m.API.Metrics, s.Metrics, conns.Metrics}
+	sources := []func() []metrics.Sample{m.API.Metrics, m.Users.Metrics, s.Metrics, conns.Metrics}
 	if rl != nil {
 		sources = append(sources, rl.Metrics)
 	}
@@ -344,6 +352,23 @@ func firstOwner(ctx context.Context, m *mgmt.Server, email string) error {
 	}
 	fmt.Fprintf(os.Stderr, "Owner created:       %s, initial password %s (shown once; change it with PUT /api/users/%s/password)\n", u.Email, pw, u.ID)
 	return nil
+}
+
+// preferHTTP1 gives HTTP/1.1 to TLS clients that offer it beside h2
+// (browsers, curl) and h2 to those offering only h2 (gRPC clients): on one
+// port, an h2 connection is gRPC's, so a browser speaking h2 would reach
+// the gRPC server instead of the dashboard, REST API and login pages.
+func preferHTTP1(base *tls.Config) *tls.Config {
+	http1 := base.Clone()
+	http1.NextProtos = []string{"http/1.1"}
+	c := base.Clone()
+	c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		if slices.Contains(hello.SupportedProtos, "http/1.1") {
+			return http1, nil
+		}
+		return nil, nil
+	}
+	return c
 }
 
 func randomSecret() (string, error) {

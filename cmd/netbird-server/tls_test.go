@@ -3,7 +3,10 @@ package main_test
 import (
 	"context"
 	"crypto/tls"
+	"io"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,5 +77,39 @@ func TestTLS(t *testing.T) {
 			t.Fatalf("relay over %s answered %q %v", name, got, err)
 		}
 		c.Close()
+	}
+}
+
+// TestTLSBrowser: a browser-like client (offering h2 and http/1.1) gets
+// HTTP/1.1 on the TLS port and with it the dashboard, its settings (an
+// https issuer) and the REST API, while gRPC clients (h2 only, TestTLS)
+// keep h2.
+func TestTLSBrowser(t *testing.T) {
+	dir := t.TempDir()
+	cert := testcert.New(t)
+	certFile, keyFile := cert.Write(t, dir)
+	srv := proctest.Start(t, nil, "netbird-server", "--datadir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--stun-port", "0",
+		"--public-address", "127.0.0.1", "--tls-cert-file", certFile, "--tls-key-file", keyFile)
+	addr := srv.Wait(t, listening, 30*time.Second)[1]
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool}, ForceAttemptHTTP2: true}}
+	get := func(path string) (*http.Response, string) {
+		t.Helper()
+		resp, err := c.Get("https://" + addr + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, body := get("/peers")
+	if resp.StatusCode != 200 || resp.Proto != "HTTP/1.1" || resp.TLS.NegotiatedProtocol != "http/1.1" || !strings.Contains(body, "<html") {
+		t.Fatalf("/peers: %s %s (ALPN %q): %.200s", resp.Status, resp.Proto, resp.TLS.NegotiatedProtocol, body)
+	}
+	if resp, body := get("/dashboard-config.json"); resp.StatusCode != 200 || !strings.Contains(body, `"issuer":"https://127.0.0.1:`) {
+		t.Fatalf("config: %s %s", resp.Status, body)
+	}
+	if resp, body := get("/api/peers"); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, `"code":401`) {
+		t.Fatalf("REST over TLS: %s %s", resp.Status, body)
 	}
 }

@@ -53,7 +53,8 @@ func newScaleOut(t *testing.T) *scaleOut {
 	for i := range 2 {
 		so.start(i)
 	}
-	out, err := proctest.Run(t, "netbird-mgmt", "admin", "--store", "postgres", "--store-dsn", so.dsn, "setup-keys", "create", "--reusable")
+	out, err := proctest.Run(t, "netbird-mgmt", "admin", "--store", "postgres", "--store-dsn", so.dsn,
+		"--store-encryption-key", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", "setup-keys", "create", "--reusable")
 	if err != nil {
 		t.Fatalf("create key: %v\n%s", err, out)
 	}
@@ -71,6 +72,7 @@ func (so *scaleOut) start(i int) {
 	so.mg[i] = proctest.StartCmd(t, so.m.Lab.Cmd(pub, proctest.Binary(t, "netbird-mgmt"), "--datadir", t.TempDir(),
 		"--listen", so.mAddr[i]+":"+mgmtPort, "--signal", "signal.test:10000", "--stun", "stun:"+netlab.PubAddr+":3478",
 		"--relay", "rel://"+splitRelay, "--relay-secret", so.relaySecrt, "--store", "postgres", "--store-dsn", so.dsn,
+		"--store-encryption-key", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
 		"--metrics-addr", so.mAddr[i]+":"+serverMetricsPort), nil)
 	so.mg[i].Wait(t, regexp.MustCompile(`setup-keys create`), 20*time.Second)
 }
@@ -216,7 +218,8 @@ func TestScaleOut(t *testing.T) {
 			t.Fatalf("%s cannot reach the new peer", x.Name)
 		}
 	}
-	out, err := proctest.Run(t, "netbird-mgmt", "admin", "--store", "postgres", "--store-dsn", so.dsn, "peers", "list")
+	out, err := proctest.Run(t, "netbird-mgmt", "admin", "--store", "postgres", "--store-dsn", so.dsn,
+		"--store-encryption-key", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", "peers", "list")
 	if err != nil || strings.Count(strings.TrimSpace(out), "\n") != 4 {
 		t.Fatalf("peers after the failover (want 4, no duplicates): %v\n%s", err, out)
 	}
@@ -232,7 +235,8 @@ func TestScaleOut(t *testing.T) {
 	moved := so.waitStreams(0, 4, 30*time.Second)
 	t.Logf("after SIGTERM of the second instances all peers are on the first ones in %v", moved.Round(time.Millisecond))
 	check()
-	out, err = proctest.Run(t, "netbird-mgmt", "admin", "--store", "postgres", "--store-dsn", so.dsn, "peers", "list", "--json")
+	out, err = proctest.Run(t, "netbird-mgmt", "admin", "--store", "postgres", "--store-dsn", so.dsn,
+		"--store-encryption-key", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", "peers", "list", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}

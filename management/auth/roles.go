@@ -81,9 +81,11 @@ var (
 // read everything; a network admin manage the network (networks, routes,
 // DNS, groups, policies) and read the rest but change no user, setup
 // key, peer or setting; a user (and a billing admin, whose billing pages
-// this server does not have) only its own: read and manage the peers it
-// added and its personal access tokens, read itself and the groups with
-// only its own peers in them.
+// this server does not have) is granted no module, as in the reference,
+// whose handlers still let it read the peers it added and itself: Own
+// read on peers and users. It may not change or delete its peers, read
+// groups or manage personal access tokens (a token it already holds, from
+// before a demotion, still authenticates it).
 var roles = map[account.Role]grants{
 	account.RoleOwner:   {otherwise: everything},
 	account.RoleAdmin:   {otherwise: everything, modules: map[Module]map[Operation]Scope{Accounts: readOnly}},
@@ -98,9 +100,7 @@ var roles = map[account.Role]grants{
 }
 
 var regular = grants{otherwise: nothing, modules: map[Module]map[Operation]Scope{
-	Peers: ops(Own, None, Own, Own), Pats: ops(Own, Own, Own, Own), Users: ops(Own, None, None, None),
-	// Groups with only its own peers in them.
-	Groups: ops(Own, None, None, None),
+	Peers: ops(Own, None, None, None), Users: ops(Own, None, None, None),
 }}
 
 // Can says how far a user's role lets it perform op on module. A service

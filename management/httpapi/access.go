@@ -50,7 +50,10 @@ type groupJSON struct {
 // accessView is an account's groups and peers, read together.
 type accessView struct {
 	groups []account.Group
-	peers  map[account.PeerID]account.Peer
+	// peers are those the caller may see, by ID, name and user only (a
+	// group or rule shows no more of them), oldest first.
+	peers  []store.PeerName
+	byID   map[account.PeerID]int
 	npeers int
 	// mins are the groups as rules show them, derived once per view
 	// (a policy list names groups thousands of times).
@@ -61,29 +64,34 @@ type accessView struct {
 // peers: a regular user sees only its own peers in them (as peers and in
 // peers_count), never the names and IDs of the others'.
 func (a *API) accessView(r *http.Request, caller account.User) (accessView, error) {
-	v := accessView{peers: map[account.PeerID]account.Peer{}}
+	var v accessView
 	err := a.o.Store.Read(r.Context(), func(tx *store.Tx) error {
 		at := tx.In(caller.AccountID)
 		var err error
 		if v.groups, err = at.Groups(r.Context()); err != nil {
 			return err
 		}
-		ps, err := at.Peers(r.Context())
+		ps, err := at.PeerNames(r.Context())
+		v.peers = make([]store.PeerName, 0, len(ps))
 		for _, p := range ps {
 			if seesAll(caller, auth.Peers) || p.UserID == caller.ID {
-				v.peers[p.ID] = p
+				v.peers = append(v.peers, p)
 			}
 		}
-		v.npeers = len(v.peers)
 		return err
 	})
+	v.npeers = len(v.peers)
+	v.byID = make(map[account.PeerID]int, len(v.peers))
+	for i, p := range v.peers {
+		v.byID[p.ID] = i
+	}
 	v.mins = make(map[account.GroupID]groupMinimum, len(v.groups))
 	for _, g := range v.groups {
 		n := v.npeers
 		if !g.All {
 			n = 0
 			for _, id := range g.Peers {
-				if _, ok := v.peers[id]; ok {
+				if _, ok := v.byID[id]; ok {
 					n++
 				}
 			}
@@ -98,13 +106,14 @@ func (a *API) accessView(r *http.Request, caller account.User) (accessView, erro
 func (v accessView) group(g account.Group) groupJSON {
 	out := groupJSON{ID: string(g.ID), Name: g.Name, Issued: "api", Peers: []peerMinimum{}, Resources: []any{}}
 	if g.All {
+		out.Peers = make([]peerMinimum, 0, len(v.peers))
 		for _, p := range v.peers {
 			out.Peers = append(out.Peers, peerMinimum{ID: string(p.ID), Name: p.Name})
 		}
 	} else {
 		for _, id := range g.Peers {
-			if p, ok := v.peers[id]; ok {
-				out.Peers = append(out.Peers, peerMinimum{ID: string(p.ID), Name: p.Name})
+			if i, ok := v.byID[id]; ok {
+				out.Peers = append(out.Peers, peerMinimum{ID: string(v.peers[i].ID), Name: v.peers[i].Name})
 			}
 		}
 	}
@@ -118,19 +127,30 @@ func (v accessView) minimum(id account.GroupID) (groupMinimum, bool) {
 }
 
 func (a *API) listGroups(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	v, err := a.accessView(r, caller)
+	name := r.URL.Query().Get("name")
+	build := func() (any, error) {
+		v, err := a.accessView(r, caller)
+		if err != nil {
+			return nil, err
+		}
+		out := []groupJSON{}
+		for _, g := range v.groups {
+			if name == "" || g.Name == name {
+				out = append(out, v.group(g))
+			}
+		}
+		if name != "" && len(out) == 0 {
+			return nil, users.ErrNotFound
+		}
+		return out, nil
+	}
+	if name == "" && seesAll(caller, auth.Peers) {
+		// Every such caller gets the same answer: cached.
+		return a.cachedList(r.Context(), w, caller.AccountID, "groups", build)
+	}
+	out, err := build()
 	if err != nil {
 		return err
-	}
-	name := r.URL.Query().Get("name")
-	out := []groupJSON{}
-	for _, g := range v.groups {
-		if name == "" || g.Name == name {
-			out = append(out, v.group(g))
-		}
-	}
-	if name != "" && len(out) == 0 {
-		return users.ErrNotFound
 	}
 	return ok(w, out)
 }
@@ -357,17 +377,28 @@ func (a *API) policies(r *http.Request, acc account.ID) ([]account.Policy, error
 }
 
 func (a *API) listPolicies(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	ps, err := a.policies(r, caller.AccountID)
+	build := func() (any, error) {
+		ps, err := a.policies(r, caller.AccountID)
+		if err != nil {
+			return nil, err
+		}
+		v, err := a.accessView(r, caller)
+		if err != nil {
+			return nil, err
+		}
+		out := []policyJSON{}
+		for _, p := range ps {
+			out = append(out, v.policy(p))
+		}
+		return out, nil
+	}
+	if seesAll(caller, auth.Peers) {
+		// Every such caller gets the same answer: cached.
+		return a.cachedList(r.Context(), w, caller.AccountID, "policies", build)
+	}
+	out, err := build()
 	if err != nil {
 		return err
-	}
-	v, err := a.accessView(r, caller)
-	if err != nil {
-		return err
-	}
-	out := []policyJSON{}
-	for _, p := range ps {
-		out = append(out, v.policy(p))
 	}
 	return ok(w, out)
 }

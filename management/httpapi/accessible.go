@@ -6,7 +6,6 @@ import (
 
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/auth"
-	"github.com/wiremesh/wiremesh/management/networkmap"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/users"
 )
@@ -29,12 +28,14 @@ type accessiblePeerJSON struct {
 // accessiblePeers lists the peers a peer the caller may see reaches under
 // the account's policies now: exactly the peers of its network map (none
 // while it is pending approval, its user blocked or its login expired).
+// Which peers those are comes from the maps prepared at the account's
+// serial (reachCache); what it shows of them is read fresh.
 func (a *API) accessiblePeers(w http.ResponseWriter, r *http.Request, caller account.User) error {
 	id := account.PeerID(r.PathValue("peerId"))
 	var (
-		acc    account.Account
-		ps     []account.Peer
-		access networkmap.Access
+		acc   account.Account
+		ids   []account.PeerID
+		fresh map[account.PeerID]account.Peer
 	)
 	ctx := r.Context()
 	err := a.o.Store.Read(ctx, func(tx *store.Tx) error {
@@ -48,18 +49,33 @@ func (a *API) accessiblePeers(w http.ResponseWriter, r *http.Request, caller acc
 		if !seesAll(caller, auth.Peers) && p.UserID != caller.ID {
 			return users.ErrNotFound
 		}
-		acc, ps, access, err = networkmap.Read(ctx, at, time.Now())
+		if acc, err = at.Account(ctx); err != nil {
+			return err
+		}
+		e, err := a.reachAt(ctx, at, reachSource{acc: acc}, time.Now())
+		if err != nil {
+			return err
+		}
+		reach, _ := e.ix.Reachable(id)
+		for _, p := range reach {
+			ids = append(ids, p.ID)
+		}
+		ps, err := at.PeersByID(ctx, ids)
+		fresh = make(map[account.PeerID]account.Peer, len(ps))
+		for _, p := range ps {
+			fresh[p.ID] = p
+		}
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	out := []accessiblePeerJSON{}
-	m, found := networkmap.Compute(acc, ps, access, id)
-	if !found {
-		return ok(w, out)
-	}
-	for _, p := range m.Peers {
+	for _, pid := range ids {
+		p, ok := fresh[pid]
+		if !ok {
+			continue // deleted since the maps were prepared
+		}
 		os := p.Meta.OS
 		if p.Meta.OSVersion != "" {
 			os += " " + p.Meta.OSVersion

@@ -76,6 +76,18 @@ type API struct {
 	// uploadGuard limits wrong debug-bundle upload tokens per source: 10
 	// at once, then one per 6 s.
 	uploadGuard *ratelimit.Limiter
+	// inviteGuard limits unknown invitation tokens per source on the two
+	// public invitation calls: 10 at once, then one per 6 s.
+	inviteGuard *ratelimit.Limiter
+	// reach caches accessible_peers_count per account by network serial.
+	reach *reachCache
+	// peerLists caches the encoded peer list per account by serial and
+	// view revision.
+	peerLists *peerListCache
+	// lists caches the group and policy lists the same way.
+	lists *listCache
+	// eventLogs caches the encoded audit events per account.
+	eventLogs *eventCache
 }
 
 // New builds the API.
@@ -84,7 +96,8 @@ func New(o Options) *API {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	a := &API{o: o, cors: newCORS(o.DashboardOrigins),
-		uploadGuard: ratelimit.New(ratelimit.Options{Burst: 10, Refill: 6 * time.Second, MaxKeys: 10000})}
+		uploadGuard: ratelimit.New(ratelimit.Options{Burst: 10, Refill: 6 * time.Second, MaxKeys: 10000}),
+		inviteGuard: ratelimit.New(ratelimit.Options{Burst: 10, Refill: 6 * time.Second, MaxKeys: 10000}), reach: newReachCache(), peerLists: newPeerListCache(), lists: newListCache(), eventLogs: newEventCache()}
 	a.routes()
 	return a
 }
@@ -261,6 +274,8 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, users.ErrSetupDone), errors.Is(err, users.ErrNoLocalIdP), errors.Is(err, users.ErrExpired), errors.Is(err, users.ErrNoInviteDelivery),
 		errors.Is(err, users.ErrSoleAccount):
 		code, msg = http.StatusPreconditionFailed, err.Error()
+	case errors.Is(err, users.ErrMailFailed):
+		code, msg = http.StatusBadGateway, err.Error()
 	case errors.Is(err, users.ErrInvalid), errors.Is(err, peers.ErrInvalid), errors.Is(err, idp.ErrInvalid):
 		code, msg = http.StatusUnprocessableEntity, err.Error()
 	case errors.Is(err, jobs.ErrInvalid):

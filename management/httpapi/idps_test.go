@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wiremesh/wiremesh/management/secretbox"
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
@@ -48,8 +49,16 @@ func conformIdPs(t *testing.T, d *docRig) {
 		p, err := tx.IdentityProviderByID(t.Context(), id)
 		secret = p.ClientSecret
 		return err
-	}); err != nil || secret != "s3cret" {
-		t.Fatalf("stored secret after an update without one: %q %v", secret, err)
+	}); err != nil || !secretbox.Sealed(secret) || strings.Contains(secret, "s3cret") {
+		t.Fatalf("stored secret after an update without one: %q %v (want it sealed)", secret, err)
+	}
+	if plain, err := d.secrets.Open(secret, id); err != nil || plain != "s3cret" {
+		t.Fatalf("stored secret opens to %q %v", plain, err)
+	}
+	for _, p := range list(d.call("GET", "/api/identity-providers", "/api/identity-providers", nil, 200)) {
+		if _, has := obj(p)["client_secret"]; has {
+			t.Fatalf("client secret listed: %v", p)
+		}
 	}
 	d.call("DELETE", "/api/identity-providers/{idpId}", "/api/identity-providers/"+id, nil, 200)
 	d.call("DELETE", "/api/identity-providers/{idpId}", "/api/identity-providers/"+id, nil, 404)

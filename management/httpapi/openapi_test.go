@@ -25,6 +25,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/idp"
 	"github.com/wiremesh/wiremesh/management/jobs"
 	"github.com/wiremesh/wiremesh/management/peers"
+	"github.com/wiremesh/wiremesh/management/secretbox"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/storetest"
 	"github.com/wiremesh/wiremesh/management/updates"
@@ -106,6 +107,7 @@ type docRig struct {
 	url     string
 	doc     *openapi3.T
 	token   string              // the owner's personal access token
+	secrets *secretbox.Box      // seals identity providers' client secrets
 	covered map[string]struct{} // "GET /api/x" answered 2xx
 	tried   map[string]struct{} // "GET /api/x" called at all
 }
@@ -114,14 +116,18 @@ func newDocRig(t *testing.T, eng storetest.Engine, opts ...func(*httpapi.Options
 	t.Helper()
 	st := eng.Open(t)
 	hub := updates.NewHub()
+	box, err := secretbox.New(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
 	o := httpapi.Options{Store: st, Users: users.New(users.Options{Store: st, Notify: hub, LocalIdP: true}),
-		Peers: peers.New(st, hub, nil, nil), Access: access.New(st, hub, nil), IdPs: &idp.Providers{Store: st}, Jobs: jobs.New(jobs.Options{Store: st})}
+		Peers: peers.New(st, hub, nil, nil), Access: access.New(st, hub, nil), IdPs: &idp.Providers{Store: st, Secrets: box}, Jobs: jobs.New(jobs.Options{Store: st})}
 	for _, f := range opts {
 		f(&o)
 	}
 	srv := httptest.NewServer(httpapi.New(o))
 	t.Cleanup(srv.Close)
-	return &docRig{t: t, st: st, url: srv.URL, doc: loadDoc(t, srv.URL), covered: map[string]struct{}{}, tried: map[string]struct{}{}}
+	return &docRig{t: t, st: st, url: srv.URL, doc: loadDoc(t, srv.URL), secrets: box, covered: map[string]struct{}{}, tried: map[string]struct{}{}}
 }
 
 // call sends method to target (a concrete URL path with query) as the

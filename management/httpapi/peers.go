@@ -66,6 +66,8 @@ type peerView struct {
 	acc    account.Account
 	peers  []account.Peer
 	groups []account.Group
+	// ids are the peers the caller may see (those counted in groups).
+	ids []account.PeerID
 	// Derived once per view by index, since toPeer runs for every listed
 	// peer: the groups each peer is in (indexes into groups, ascending),
 	// the All groups, and each group's count of visible members.
@@ -74,28 +76,25 @@ type peerView struct {
 	counts []int
 }
 
-// visible loads the account's peers the caller may see: all for an admin,
-// its own for a user.
-func (a *API) visible(ctx context.Context, caller account.User) (peerView, error) {
+// readView reads the account, its groups and the peers the caller may
+// see: all for an admin, its own for a user.
+func readView(ctx context.Context, at *store.AccountTx, caller account.User) (peerView, error) {
 	var v peerView
-	err := a.o.Store.Read(ctx, func(tx *store.Tx) error {
-		at := tx.In(caller.AccountID)
-		var err error
-		if v.acc, err = at.Account(ctx); err != nil {
-			return err
-		}
-		if v.groups, err = at.Groups(ctx); err != nil {
-			return err
-		}
-		if seesAll(caller, auth.Peers) {
-			v.peers, err = at.Peers(ctx)
-		} else {
-			v.peers, err = at.UserPeers(ctx, caller.ID)
-		}
-		return err
-	})
-	if err == nil {
-		v.index()
+	var err error
+	if v.acc, err = at.Account(ctx); err != nil {
+		return v, err
+	}
+	if v.groups, err = at.Groups(ctx); err != nil {
+		return v, err
+	}
+	if seesAll(caller, auth.Peers) {
+		v.peers, err = at.Peers(ctx)
+	} else {
+		v.peers, err = at.UserPeers(ctx, caller.ID)
+	}
+	v.ids = make([]account.PeerID, len(v.peers))
+	for i, p := range v.peers {
+		v.ids[i] = p.ID
 	}
 	return v, err
 }
@@ -103,16 +102,16 @@ func (a *API) visible(ctx context.Context, caller account.User) (peerView, error
 // index derives the view's group memberships and counts in one pass over
 // the groups' members.
 func (v *peerView) index() {
-	seen := make(map[account.PeerID]bool, len(v.peers))
-	for _, p := range v.peers {
-		seen[p.ID] = true
+	seen := make(map[account.PeerID]bool, len(v.ids))
+	for _, id := range v.ids {
+		seen[id] = true
 	}
-	v.of = make(map[account.PeerID][]int, len(v.peers))
+	v.of = make(map[account.PeerID][]int, len(v.ids))
 	v.all, v.counts = nil, make([]int, len(v.groups))
 	for i, g := range v.groups {
 		if g.All {
 			v.all = append(v.all, i)
-			v.counts[i] = len(v.peers)
+			v.counts[i] = len(v.ids)
 			continue
 		}
 		for _, m := range g.Peers {
@@ -150,45 +149,98 @@ func (v peerView) toPeer(p account.Peer, now time.Time) peerJSON {
 		ExtraDNSLabels: []string{}, Ephemeral: p.Ephemeral, ApprovalRequired: p.ApprovalRequired}
 }
 
+// listPeers lists the peers the caller may see: all from the cached list
+// (listAllPeers), or a regular user's own, read once for the list and
+// the counts of accessible peers (cached per network serial: see
+// reachCache).
 func (a *API) listPeers(w http.ResponseWriter, r *http.Request, caller account.User) error {
-	v, err := a.visible(r.Context(), caller)
-	if err != nil {
-		return err
+	if seesAll(caller, auth.Peers) {
+		return a.listAllPeers(w, r, caller.AccountID)
 	}
-	name, ip := r.URL.Query().Get("name"), r.URL.Query().Get("ip")
-	ix, err := a.reachIndex(r.Context(), caller.AccountID)
-	if err != nil {
-		return err
-	}
+	ctx := r.Context()
 	now := time.Now()
-	out := []peerJSON{}
+	var (
+		v      peerView
+		counts map[account.PeerID]int
+	)
+	err := a.o.Store.Read(ctx, func(tx *store.Tx) error {
+		at := tx.In(caller.AccountID)
+		var err error
+		if v, err = readView(ctx, at, caller); err != nil {
+			return err
+		}
+		counts, err = a.reachCounts(ctx, at, reachSource{acc: v.acc, groups: v.groups, haveGroups: true}, now)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	v.index()
+	name, ip := r.URL.Query().Get("name"), r.URL.Query().Get("ip")
+	out := make([]peerJSON, 0, len(v.peers))
 	for _, p := range v.peers {
 		if (name != "" && p.Name != name) || (ip != "" && p.IP.String() != ip) {
 			continue
 		}
 		j := v.toPeer(p, now)
-		n := accessibleCount(ix, p.ID)
+		n := counts[p.ID]
 		j.AccessiblePeersCount = &n
 		out = append(out, j)
 	}
-	return ok(w, out)
+	return writePeers(w, out)
 }
 
-// peer finds one peer the caller may see.
+// peer finds one peer the caller may see, with the groups it is in and
+// their counts of peers the caller may see (read narrowly: IDs only).
 func (a *API) peer(ctx context.Context, caller account.User, id account.PeerID) (peerView, account.Peer, error) {
-	v, err := a.visible(ctx, caller)
+	var (
+		v peerView
+		p account.Peer
+	)
+	err := a.o.Store.Read(ctx, func(tx *store.Tx) error {
+		at := tx.In(caller.AccountID)
+		var err error
+		if p, err = at.Peer(ctx, id); errors.Is(err, store.ErrNotFound) {
+			return users.ErrNotFound
+		} else if err != nil {
+			return err
+		}
+		if !seesAll(caller, auth.Peers) && p.UserID != caller.ID {
+			return users.ErrNotFound
+		}
+		if v.acc, err = at.Account(ctx); err != nil {
+			return err
+		}
+		if v.groups, err = at.Groups(ctx); err != nil {
+			return err
+		}
+		if !seesAll(caller, auth.Peers) {
+			own, err := at.UserPeers(ctx, caller.ID)
+			for _, o := range own {
+				v.ids = append(v.ids, o.ID)
+			}
+			return err
+		}
+		names, err := at.PeerNames(ctx)
+		for _, n := range names {
+			v.ids = append(v.ids, n.ID)
+		}
+		return err
+	})
 	if err != nil {
 		return v, account.Peer{}, err
 	}
-	for _, p := range v.peers {
-		if p.ID == id {
-			return v, p, nil
-		}
-	}
-	return v, account.Peer{}, users.ErrNotFound
+	v.peers = []account.Peer{p}
+	v.index()
+	return v, p, nil
 }
 
 func (a *API) getPeer(w http.ResponseWriter, r *http.Request, caller account.User) error {
+	if seesAll(caller, auth.Peers) {
+		if served, err := a.cachedPeer(w, r, caller.AccountID, account.PeerID(r.PathValue("peerId"))); served || err != nil {
+			return err
+		}
+	}
 	v, p, err := a.peer(r.Context(), caller, account.PeerID(r.PathValue("peerId")))
 	if err != nil {
 		return err
@@ -258,16 +310,24 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, caller account.User
 	if err := requireAll(caller, auth.Events, auth.Read); err != nil {
 		return err
 	}
+	if served, err := a.cachedEvents(w, r, caller.AccountID); served || err != nil {
+		return err
+	}
+	return a.readEvents(w, r, caller.AccountID)
+}
+
+// readEvents lists the audit events as read, newest first.
+func (a *API) readEvents(w http.ResponseWriter, r *http.Request, acc account.ID) error {
 	var (
 		es []account.Event
 		us []account.User
 	)
 	err := a.o.Store.Read(r.Context(), func(tx *store.Tx) error {
 		var err error
-		if es, err = tx.In(caller.AccountID).Events(r.Context(), 0); err != nil {
+		if es, err = tx.In(acc).Events(r.Context(), 0); err != nil {
 			return err
 		}
-		us, err = tx.In(caller.AccountID).Users(r.Context())
+		us, err = tx.In(acc).Users(r.Context())
 		return err
 	})
 	if err != nil {

@@ -188,10 +188,11 @@ func TestRoleTableIsTheReferences(t *testing.T) {
 		account.RoleAdmin:        {read: all, write: except(auth.Accounts)},
 		account.RoleAuditor:      {read: all, write: nil},
 		account.RoleNetworkAdmin: {read: append(network, auth.Settings, auth.Accounts, auth.Events, auth.Users, auth.SetupKeys, auth.Peers, auth.IdentityProviders), write: network},
-		// Own objects only: its peers, tokens, user record and the
-		// groups (showing only its peers).
-		account.RoleUser:         {read: []auth.Module{auth.Peers, auth.Pats, auth.Users, auth.Groups}, write: []auth.Module{auth.Peers, auth.Pats}},
-		account.RoleBillingAdmin: {read: []auth.Module{auth.Peers, auth.Pats, auth.Users, auth.Groups}, write: []auth.Module{auth.Peers, auth.Pats}},
+		// No module, as the reference's table; its handlers still show
+		// a user the peers it added and itself (Own read): no groups,
+		// no tokens, no changes to its peers.
+		account.RoleUser:         {read: []auth.Module{auth.Peers, auth.Users}, write: nil},
+		account.RoleBillingAdmin: {read: []auth.Module{auth.Peers, auth.Users}, write: nil},
 	}
 	in := func(m auth.Module, l []auth.Module) bool {
 		for _, x := range l {
@@ -317,6 +318,11 @@ func testCurrentUserPermissions(t *testing.T, eng storetest.Engine) {
 		{account.RoleNetworkAdmin, "users", "update", false},
 		{account.RoleNetworkAdmin, "setup_keys", "create", false},
 		{account.RoleUser, "peers", "read", true},
+		{account.RoleUser, "peers", "update", false},
+		{account.RoleUser, "peers", "delete", false},
+		{account.RoleUser, "pats", "create", false},
+		{account.RoleUser, "pats", "read", false},
+		{account.RoleUser, "groups", "read", false},
 		{account.RoleUser, "events", "read", false},
 		{account.RoleUser, "settings", "read", false},
 		{account.RoleBillingAdmin, "users", "create", false},

@@ -171,6 +171,9 @@ func testDeletedUserLosesAccessAtOnce(t *testing.T, eng storetest.Engine) {
 	id := r.invite("dev@example.com", "Dev-passw0rd!")
 	dev := r.client("Bearer " + r.login("dev@example.com", "Dev-passw0rd!"))
 	dev.call("GET", "/api/users/current", nil, 200)
+	// The user role manages no tokens (as the reference's): dev makes its
+	// own as an admin.
+	r.owner.call("PUT", "/api/users/"+id, map[string]any{"role": "admin", "auto_groups": []string{}, "is_blocked": false}, 200)
 	pat := obj(dev.call("POST", "/api/users/"+id+"/tokens", map[string]any{"name": "mine", "expires_in": 365}, 200))["plain_token"].(string)
 
 	r.owner.call("DELETE", "/api/users/"+id, nil, 200)
@@ -273,8 +276,9 @@ func (r *rig) addPeer(n int, user string) account.Peer {
 	return p
 }
 
-// TestRegularUserPeerLimits: a regular user sees only its own peers in
-// groups, and cannot turn off its peer's login expiration.
+// TestRegularUserPeerLimits: a regular user (as the reference's, granted
+// no module) reads its own peers, whose group summaries show only its own
+// peers, but not the groups, and changes none of its peers.
 func TestRegularUserPeerLimits(t *testing.T) { engines.Each(t, testRegularUserPeerLimits) }
 
 func testRegularUserPeerLimits(t *testing.T, eng storetest.Engine) {
@@ -285,13 +289,7 @@ func testRegularUserPeerLimits(t *testing.T, eng storetest.Engine) {
 	other := r.addPeer(2, r.ownerID)
 	r.owner.call("POST", "/api/groups", map[string]any{"name": "mixed", "peers": []string{string(mine.ID), string(other.ID)}}, 200)
 
-	for _, g := range list(dev.call("GET", "/api/groups", nil, 200)) {
-		g := obj(g)
-		ps := list(g["peers"])
-		if len(ps) != 1 || obj(ps[0])["id"] != string(mine.ID) || g["peers_count"] != float64(1) {
-			t.Errorf("regular user sees group %v with peers %v (count %v)", g["name"], ps, g["peers_count"])
-		}
-	}
+	dev.call("GET", "/api/groups", nil, 403)
 	for _, g := range list(r.owner.call("GET", "/api/groups", nil, 200)) {
 		if n := len(list(obj(g)["peers"])); n != 2 {
 			t.Errorf("owner sees %d peers in %v", n, obj(g)["name"])
@@ -303,11 +301,33 @@ func testRegularUserPeerLimits(t *testing.T, eng storetest.Engine) {
 		}
 	}
 	dev.call("PUT", "/api/peers/"+string(mine.ID), map[string]any{"name": "renamed", "ssh_enabled": false, "login_expiration_enabled": false}, 403)
-	dev.call("PUT", "/api/peers/"+string(mine.ID), map[string]any{"name": "renamed", "ssh_enabled": false, "login_expiration_enabled": true}, 200)
-	if p := obj(r.owner.call("GET", "/api/peers/"+string(mine.ID), nil, 200)); p["login_expiration_enabled"] != true {
+	dev.call("PUT", "/api/peers/"+string(mine.ID), map[string]any{"name": "renamed", "ssh_enabled": false, "login_expiration_enabled": true}, 403)
+	dev.call("DELETE", "/api/peers/"+string(mine.ID), nil, 403)
+	dev.call("POST", "/api/users/"+id+"/tokens", map[string]any{"name": "t", "expires_in": 30}, 403)
+	if p := obj(r.owner.call("GET", "/api/peers/"+string(mine.ID), nil, 200)); p["login_expiration_enabled"] != true || p["name"] == "renamed" {
 		t.Fatalf("peer after the refused change: %v", p)
 	}
 	r.owner.call("PUT", "/api/peers/"+string(mine.ID), map[string]any{"name": "renamed", "ssh_enabled": false, "login_expiration_enabled": false}, 200)
+}
+
+// TestAccessiblePeersOwnPeerOnly: a regular user lists the accessible
+// peers of its own peer; another's peer is as unknown as a missing one.
+func TestAccessiblePeersOwnPeerOnly(t *testing.T) { engines.Each(t, testAccessiblePeersOwnPeerOnly) }
+
+func testAccessiblePeersOwnPeerOnly(t *testing.T, eng storetest.Engine) {
+	r := newRig(t, eng)
+	id := r.invite("dev@example.com", "Dev-passw0rd!")
+	dev := r.client("Bearer " + r.login("dev@example.com", "Dev-passw0rd!"))
+	mine := r.addPeer(1, id)
+	other := r.addPeer(2, r.ownerID)
+	if l := list(dev.call("GET", "/api/peers/"+string(mine.ID)+"/accessible-peers", nil, 200)); len(l) != 1 || obj(l[0])["id"] != string(other.ID) {
+		t.Errorf("accessible peers of the user's peer: %v", l)
+	}
+	dev.call("GET", "/api/peers/"+string(other.ID)+"/accessible-peers", nil, 404)
+	r.owner.call("GET", "/api/peers/no-such-peer/accessible-peers", nil, 404)
+	if l := list(r.owner.call("GET", "/api/peers/"+string(other.ID)+"/accessible-peers", nil, 200)); len(l) != 1 || obj(l[0])["id"] != string(mine.ID) {
+		t.Errorf("accessible peers of the owner's peer: %v", l)
+	}
 }
 
 // TestOverflowingDurationsRefused: durations are bounded before they are

@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/wiremesh/wiremesh/internal/clientip"
+	"github.com/wiremesh/wiremesh/internal/ratelimit"
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/releasecheck"
@@ -320,8 +323,34 @@ func (a *API) regenerateInvite(w http.ResponseWriter, r *http.Request, caller ac
 	return ok(w, map[string]string{"invite_token": token, "invite_expires_at": ts(v.ExpiresAt)})
 }
 
+// guardInvite runs a public call authenticated by an invitation token
+// alone. Unknown tokens are limited per source, as setup keys are: the
+// limit is not what keeps a 256-bit token secret and a lookup costs
+// little, so a valid token is never refused, whoever shares its source;
+// past the limit an unknown one gets 429 instead of 404.
+func (a *API) guardInvite(r *http.Request, call func() error) error {
+	src := clientip.Resolver{Trusted: a.o.TrustedProxies}.FromRequest(r)
+	res, rerr := a.inviteGuard.Reserve(ratelimit.Key{Src: src, Subject: "invite-token"})
+	err := call()
+	switch {
+	case rerr != nil && errors.Is(err, users.ErrNotFound):
+		return fmt.Errorf("%w: too many unknown invitation tokens from this address; wait a minute and check the link", errTooManyTokens)
+	case rerr != nil:
+	case errors.Is(err, users.ErrNotFound):
+		res.Fail()
+	default:
+		res.Success()
+	}
+	return err
+}
+
 func (a *API) inviteInfo(w http.ResponseWriter, r *http.Request) error {
-	info, err := a.o.Users.LookupInvite(r.Context(), r.PathValue("inviteId"))
+	var info users.InviteInfo
+	err := a.guardInvite(r, func() error {
+		var err error
+		info, err = a.o.Users.LookupInvite(r.Context(), r.PathValue("inviteId"))
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -336,7 +365,11 @@ func (a *API) acceptInvite(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	if _, err := a.o.Users.AcceptInvite(r.Context(), r.PathValue("token"), req.Password); err != nil {
+	err := a.guardInvite(r, func() error {
+		_, err := a.o.Users.AcceptInvite(r.Context(), r.PathValue("token"), req.Password)
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	return ok(w, map[string]bool{"success": true})

@@ -2,6 +2,7 @@ package idflag
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -41,5 +42,27 @@ func TestAccountDomains(t *testing.T) {
 				t.Fatalf("domains %q (mode %s), want %q", id.AccountDomains, id.Mode, c.want)
 			}
 		})
+	}
+}
+
+// TestDashboardClientID: --dashboard-client-id names the dashboard's
+// client at an external provider; the built-in provider has its own.
+func TestDashboardClientID(t *testing.T) {
+	parse := func(args ...string) (*Flags, error) {
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		f := Bind(fs, true)
+		return f, fs.Parse(args)
+	}
+	f, err := parse("--oidc-issuer", "https://idp.example.com", "--oidc-client-id", "agents", "--dashboard-client-id", "dash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := f.Identity("", 0, false)
+	if err != nil || id.DashboardClientID != "dash" || id.ClientID != "agents" {
+		t.Fatalf("%+v %v", id, err)
+	}
+	f, _ = parse("--dashboard-client-id", "dash", "--idp-issuer", "https://vpn.example.com/oauth2")
+	if _, err := f.Identity("", 0, false); err == nil || !strings.Contains(err.Error(), "--oidc-issuer") {
+		t.Fatalf("built-in provider with --dashboard-client-id: %v", err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/oidcop"
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/secretbox"
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
@@ -42,6 +44,27 @@ const (
 // AgentRedirectURLs are the loopback callbacks the official client listens
 // on for the PKCE flow (any port matches for a native client).
 var AgentRedirectURLs = []string{"http://localhost:53000/", "http://localhost:54000/"}
+
+// DashboardCallbackPath is the dashboard's login callback on its origin
+// (dashboard/src/auth/config.ts).
+const DashboardCallbackPath = "/nb-auth"
+
+// DashboardRedirectURIs are the login callbacks the dashboard client
+// accepts: the one of the dashboard the server itself serves (the
+// issuer's origin + DashboardCallbackPath) and the extra ones configured
+// (a dashboard served elsewhere).
+func DashboardRedirectURIs(issuer string, extra []string) []string {
+	var out []string
+	if u, err := url.Parse(issuer); err == nil && u.Host != "" && (u.Scheme == "http" || u.Scheme == "https") {
+		out = append(out, u.Scheme+"://"+u.Host+DashboardCallbackPath)
+	}
+	for _, r := range extra {
+		if r != "" && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
 
 // ErrWeakPassword is a password shorter than MinPasswordLen.
 var ErrWeakPassword = errors.New("password must be at least 8 characters")
@@ -162,7 +185,9 @@ func SigningKey(ctx context.Context, st *store.Store) (*rsa.PrivateKey, error) {
 type Options struct {
 	// Issuer is the provider's public URL, ending in /oauth2 by convention.
 	Issuer string
-	// DashboardRedirects are the dashboard's login callbacks.
+	// DashboardRedirects are further login callbacks of dashboards served
+	// elsewhere; the one of the dashboard on the issuer's origin
+	// (DashboardRedirectURIs) is always allowed.
 	DashboardRedirects []string
 	// DashboardLogoutRedirects are further URIs the dashboard may return
 	// to after logging out; the origins of DashboardRedirects and the
@@ -177,8 +202,15 @@ type Options struct {
 	// factor (TOTP): the next password login then sets one up. Nil: none
 	// is required (one set up is still asked for).
 	MFARequired func(ctx context.Context, subject string) (bool, error)
-	// HTTPClient talks to upstream providers (nil: a default).
+	// HTTPClient talks to upstream providers (nil: one that refuses
+	// loopback, link-local, private, CGNAT, multicast and this host's own
+	// addresses, but UpstreamAllow's).
 	HTTPClient *http.Client
+	// UpstreamAllow are the exceptions to the default client's address
+	// policy (a provider on the LAN, or on loopback in tests).
+	UpstreamAllow UpstreamAllow
+	// Secrets opens the upstream providers' sealed client secrets.
+	Secrets *secretbox.Box
 	// TrustedProxies are reverse proxies whose X-Forwarded-For is believed.
 	TrustedProxies []netip.Prefix
 	Log            *slog.Logger
@@ -190,9 +222,15 @@ func New(ctx context.Context, st *store.Store, o Options) (*oidcop.Provider, err
 	if err != nil {
 		return nil, err
 	}
+	dashboardRedirects := DashboardRedirectURIs(o.Issuer, o.DashboardRedirects)
 	var ups oidcop.Upstreams
 	if o.Join != nil {
-		ups = Upstreams{Store: st, Join: o.Join}
+		ups = Upstreams{Store: st, Join: o.Join, Secrets: o.Secrets}
+	}
+	if o.HTTPClient == nil {
+		if o.HTTPClient, err = UpstreamClient(o.UpstreamAllow); err != nil {
+			return nil, err
+		}
 	}
 	return oidcop.New(oidcop.Options{
 		Upstreams:    ups,
@@ -208,8 +246,8 @@ func New(ctx context.Context, st *store.Store, o Options) (*oidcop.Provider, err
 		Now:            o.Now,
 		Clients: []oidcop.ClientConfig{
 			{ID: AgentClientID, Native: true, RedirectURIs: AgentRedirectURLs, PostLogoutRedirectURIs: AgentRedirectURLs},
-			{ID: DashboardClientID, RedirectURIs: o.DashboardRedirects,
-				PostLogoutRedirectURIs: postLogoutURIs(o.Issuer, o.DashboardRedirects, o.DashboardLogoutRedirects)},
+			{ID: DashboardClientID, RedirectURIs: dashboardRedirects,
+				PostLogoutRedirectURIs: postLogoutURIs(o.Issuer, dashboardRedirects, o.DashboardLogoutRedirects)},
 		},
 	})
 }

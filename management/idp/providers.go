@@ -14,6 +14,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/auth"
+	"github.com/wiremesh/wiremesh/management/secretbox"
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
@@ -49,7 +50,22 @@ type ProviderInput struct {
 // Providers administers the upstream identity providers of accounts.
 type Providers struct {
 	Store *store.Store
-	Now   func() time.Time
+	// Secrets seals client secrets before they are stored (required to
+	// store one).
+	Secrets *secretbox.Box
+	Now     func() time.Time
+}
+
+// seal returns the stored form of a provider's client secret: sealed,
+// bound to the provider's ID; empty stays empty (a public client).
+func (p Providers) seal(id, secret string) (string, error) {
+	if secret == "" {
+		return "", nil
+	}
+	if p.Secrets == nil {
+		return "", errors.New("identity providers: no store encryption key to seal the client secret with")
+	}
+	return p.Secrets.Seal(secret, id)
 }
 
 func (p Providers) now() time.Time {
@@ -99,8 +115,13 @@ func (p Providers) Create(ctx context.Context, caller account.User, in ProviderI
 	_, _ = rand.Read(b)
 	now := p.now()
 	v := store.IdentityProvider{ID: hex.EncodeToString(b), AccountID: caller.AccountID, Type: in.Type, Name: in.Name, Issuer: in.Issuer,
-		ClientID: in.ClientID, ClientSecret: in.ClientSecret, CreatedAt: now}
-	err := p.Store.Tx(ctx, func(tx *store.Tx) error {
+		ClientID: in.ClientID, CreatedAt: now}
+	sealed, err := p.seal(v.ID, in.ClientSecret)
+	if err != nil {
+		return store.IdentityProvider{}, err
+	}
+	v.ClientSecret = sealed
+	err = p.Store.Tx(ctx, func(tx *store.Tx) error {
 		at := tx.In(caller.AccountID)
 		if _, err := at.Lock(ctx); err != nil {
 			return err
@@ -132,8 +153,12 @@ func (p Providers) Update(ctx context.Context, caller account.User, id string, i
 		return store.IdentityProvider{}, err
 	}
 	now := p.now()
+	sealed, err := p.seal(id, in.ClientSecret)
+	if err != nil {
+		return store.IdentityProvider{}, err
+	}
 	var v store.IdentityProvider
-	err := p.Store.Tx(ctx, func(tx *store.Tx) error {
+	err = p.Store.Tx(ctx, func(tx *store.Tx) error {
 		at := tx.In(caller.AccountID)
 		var err error
 		if v, err = at.IdentityProvider(ctx, id); err != nil {
@@ -141,7 +166,7 @@ func (p Providers) Update(ctx context.Context, caller account.User, id string, i
 		}
 		v.Type, v.Name, v.Issuer, v.ClientID = in.Type, in.Name, in.Issuer, in.ClientID
 		if in.ClientSecret != "" {
-			v.ClientSecret = in.ClientSecret
+			v.ClientSecret = sealed
 		}
 		if err := at.UpdateIdentityProvider(ctx, v); err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/oidcop"
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/secretbox"
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
@@ -23,12 +24,28 @@ type JoinFunc func(ctx context.Context, acc account.ID, providerID string, id oi
 type Upstreams struct {
 	Store *store.Store
 	Join  JoinFunc
+	// Secrets opens the stored client secrets.
+	Secrets *secretbox.Box
 }
 
 var _ oidcop.Upstreams = Upstreams{}
 
-func toUpstream(p store.IdentityProvider) oidcop.Upstream {
-	return oidcop.Upstream{ID: p.ID, Name: p.Name, Issuer: p.Issuer, ClientID: p.ClientID, ClientSecret: p.ClientSecret}
+// toUpstream is a stored provider as the login needs it, its client
+// secret opened. A value not sealed is one an instance of an older
+// version wrote since this one started (the start-up migration seals the
+// rest): used as it is.
+func (u Upstreams) toUpstream(p store.IdentityProvider) (oidcop.Upstream, error) {
+	secret := p.ClientSecret
+	if secretbox.Sealed(secret) {
+		if u.Secrets == nil {
+			return oidcop.Upstream{}, fmt.Errorf("identity provider %q: no store encryption key to open its client secret", p.ID)
+		}
+		var err error
+		if secret, err = u.Secrets.Open(secret, p.ID); err != nil {
+			return oidcop.Upstream{}, fmt.Errorf("identity provider %q client secret: %w", p.ID, err)
+		}
+	}
+	return oidcop.Upstream{ID: p.ID, Name: p.Name, Issuer: p.Issuer, ClientID: p.ClientID, ClientSecret: secret}, nil
 }
 
 // Upstreams implements oidcop.Upstreams.
@@ -41,7 +58,8 @@ func (u Upstreams) Upstreams(ctx context.Context) ([]oidcop.Upstream, error) {
 	})
 	out := make([]oidcop.Upstream, 0, len(list))
 	for _, p := range list {
-		out = append(out, toUpstream(p))
+		// The login page shows names only: no secret is opened here.
+		out = append(out, oidcop.Upstream{ID: p.ID, Name: p.Name, Issuer: p.Issuer, ClientID: p.ClientID})
 	}
 	return out, err
 }
@@ -49,7 +67,10 @@ func (u Upstreams) Upstreams(ctx context.Context) ([]oidcop.Upstream, error) {
 // Upstream implements oidcop.Upstreams.
 func (u Upstreams) Upstream(ctx context.Context, id string) (oidcop.Upstream, error) {
 	p, err := u.provider(ctx, id)
-	return toUpstream(p), err
+	if err != nil {
+		return oidcop.Upstream{}, err
+	}
+	return u.toUpstream(p)
 }
 
 func (u Upstreams) provider(ctx context.Context, id string) (store.IdentityProvider, error) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/testoidc"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/idp"
+	"github.com/wiremesh/wiremesh/management/secretbox"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/users"
 )
@@ -107,7 +109,7 @@ func (r *rig) upstreamLogin(t *testing.T, b *upstreamBrowser, name, email, passw
 // for an invited address; one user per upstream subject. The owner's
 // address is refused.
 func TestUpstreamLogin(t *testing.T) {
-	r := newRig(t)
+	r := newRig(t, allowLoopback)
 	ctx := context.Background()
 	up := testoidc.StartWithRedirects(t, "", []string{r.url + "/oauth2/upstream/callback"},
 		testoidc.User{Subject: "u-dana", Email: "dana@corp.example", Name: "Dana", Password: "Dana-passw0rd!"},
@@ -218,7 +220,7 @@ func TestUpstreamLogin(t *testing.T) {
 func TestJoinUpstreamUnverified(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	ps := idp.Providers{Store: r.st}
+	ps := idp.Providers{Store: r.st, Secrets: testBox(t, 1)}
 	p, err := ps.Create(ctx, r.owner, idp.ProviderInput{Type: "google", Name: "G", Issuer: "https://accounts.google.com", ClientID: "c", ClientSecret: "s"})
 	if err != nil {
 		t.Fatal(err)
@@ -251,5 +253,100 @@ func TestJoinUpstreamUnverified(t *testing.T) {
 	}
 	if _, err := r.us.JoinUpstream(ctx, r.owner.AccountID, users.UpstreamLogin{ProviderID: p.ID, Subject: "s-none"}); !errors.Is(err, users.ErrInvalid) {
 		t.Fatalf("login without an e-mail address: %v", err)
+	}
+}
+
+// allowLoopback lets the built-in provider reach an upstream provider run
+// in-process on loopback, which its client refuses by default.
+func allowLoopback(o *idp.Options) {
+	o.UpstreamAllow = idp.UpstreamAllow{CIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+}
+
+// TestUpstreamOnLoopbackRefused: by default the built-in provider does not
+// connect to an upstream issuer on loopback (an admin could otherwise make
+// the server fetch internal URLs): the login button answers 502 and the
+// upstream is never asked; an allowed host name lets it through.
+func TestUpstreamOnLoopbackRefused(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opt  func(*idp.Options)
+		want int
+	}{
+		{"default", func(*idp.Options) {}, http.StatusBadGateway},
+		{"allowed host", func(o *idp.Options) { o.UpstreamAllow = idp.UpstreamAllow{Hosts: []string{"127.0.0.1"}} }, http.StatusOK},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, c.opt)
+			up := testoidc.StartWithRedirects(t, "", []string{r.url + "/oauth2/upstream/callback"})
+			if _, err := (idp.Providers{Store: r.st}).Create(context.Background(), r.owner,
+				idp.ProviderInput{Type: "oidc", Name: "Corp", Issuer: up.URL, ClientID: testoidc.ClientID}); err != nil {
+				t.Fatal(err)
+			}
+			b := newBrowser()
+			conf := r.oauth("openid")
+			_, body := b.get(t, conf.AuthCodeURL("st8", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+			m := idpLink.FindStringSubmatch(body)
+			if m == nil {
+				t.Fatalf("no upstream button:\n%s", body)
+			}
+			resp, body := b.get(t, r.url+html.UnescapeString(m[1]))
+			if resp.StatusCode != c.want {
+				t.Fatalf("upstream login start: %s, want %d\n%s", resp.Status, c.want, body)
+			}
+		})
+	}
+}
+
+func testBox(t *testing.T, seed byte) *secretbox.Box {
+	t.Helper()
+	key := make([]byte, 32)
+	key[0] = seed
+	b, err := secretbox.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestClientSecretSealed: a client secret is stored sealed, bound to its
+// provider; the login opens it with the same key; the login page's list
+// carries none; another key, or no key, cannot open it; without a key no
+// secret is stored at all.
+func TestClientSecretSealed(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	box := testBox(t, 1)
+	p, err := (idp.Providers{Store: r.st, Secrets: box}).Create(ctx, r.owner,
+		idp.ProviderInput{Type: "oidc", Name: "Corp", Issuer: "https://sso.example.com", ClientID: "c", ClientSecret: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !secretbox.Sealed(p.ClientSecret) || strings.Contains(p.ClientSecret, "s3cret") {
+		t.Fatalf("stored %q", p.ClientSecret)
+	}
+	up, err := (idp.Upstreams{Store: r.st, Secrets: box}).Upstream(ctx, p.ID)
+	if err != nil || up.ClientSecret != "s3cret" {
+		t.Fatalf("login's provider: %+v %v", up, err)
+	}
+	list, err := (idp.Upstreams{Store: r.st, Secrets: box}).Upstreams(ctx)
+	if err != nil || len(list) != 1 || list[0].ClientSecret != "" {
+		t.Fatalf("login page list: %+v %v", list, err)
+	}
+	for name, u := range map[string]idp.Upstreams{"another key": {Store: r.st, Secrets: testBox(t, 2)}, "no key": {Store: r.st}} {
+		if _, err := u.Upstream(ctx, p.ID); err == nil {
+			t.Errorf("%s opened the secret", name)
+		}
+	}
+	// Update: a new secret is sealed again; none keeps the stored one.
+	if _, err := (idp.Providers{Store: r.st, Secrets: box}).Update(ctx, r.owner, p.ID,
+		idp.ProviderInput{Type: "oidc", Name: "Corp", Issuer: "https://sso.example.com", ClientID: "c", ClientSecret: "n3w"}); err != nil {
+		t.Fatal(err)
+	}
+	if up, err := (idp.Upstreams{Store: r.st, Secrets: box}).Upstream(ctx, p.ID); err != nil || up.ClientSecret != "n3w" {
+		t.Fatalf("after update: %+v %v", up, err)
+	}
+	if _, err := (idp.Providers{Store: r.st}).Create(ctx, r.owner,
+		idp.ProviderInput{Type: "oidc", Name: "Plain", Issuer: "https://sso2.example.com", ClientID: "c", ClientSecret: "x"}); err == nil {
+		t.Fatal("a secret was stored without a key to seal it")
 	}
 }

@@ -10,11 +10,13 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 
+	"github.com/wiremesh/wiremesh/dashboard"
 	"github.com/wiremesh/wiremesh/internal/oidcop"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/auth"
 	"github.com/wiremesh/wiremesh/management/grpcapi"
 	"github.com/wiremesh/wiremesh/management/idp"
+	"github.com/wiremesh/wiremesh/management/secretbox"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/users"
 )
@@ -32,14 +34,20 @@ type Identity struct {
 	BuiltInIssuer string
 	// DashboardRedirects are the dashboard's login callbacks (built-in).
 	DashboardRedirects []string
+	// UpstreamAllow are exceptions to the address policy of the built-in
+	// provider's client for accounts' upstream providers (built-in).
+	UpstreamAllow idp.UpstreamAllow
 
 	// External provider, used when BuiltInIssuer is empty.
-	Issuer      string
-	ClientID    string   // the agent's client ID (device flow, PKCE)
-	Audiences   []string // accepted token audiences (default: ClientID)
-	Scopes      string   // requested by agents (default "openid profile email")
-	GroupsClaim string   // default "groups"
-	UseIDToken  bool     // agents log in with the ID token instead of the access token
+	Issuer   string
+	ClientID string // the agent's client ID (device flow, PKCE)
+	// DashboardClientID is the dashboard's client (code + PKCE); default
+	// ClientID. Without explicit Audiences its tokens are accepted too.
+	DashboardClientID string
+	Audiences         []string // accepted token audiences (default: ClientID)
+	Scopes            string   // requested by agents (default "openid profile email")
+	GroupsClaim       string   // default "groups"
+	UseIDToken        bool     // agents log in with the ID token instead of the access token
 	// RedirectURLs for the agent's PKCE flow (default: the official
 	// client's loopback callbacks).
 	RedirectURLs []string
@@ -74,7 +82,7 @@ func (s sso) Flows(ctx context.Context) (grpcapi.Flows, error) { return s.flows(
 
 // openIdentity sets up the provider (if built in), the token verifier and
 // the SSO adapter.
-func openIdentity(ctx context.Context, st *store.Store, id Identity, us *users.Service, o Options) (*oidcop.Provider, *auth.Verifier, grpcapi.SSO, error) {
+func openIdentity(ctx context.Context, st *store.Store, id Identity, us *users.Service, box *secretbox.Box, o Options) (*oidcop.Provider, *auth.Verifier, grpcapi.SSO, error) {
 	if !id.enabled() {
 		return nil, nil, nil, nil
 	}
@@ -84,7 +92,7 @@ func openIdentity(ctx context.Context, st *store.Store, id Identity, us *users.S
 	}
 	if id.BuiltInIssuer != "" {
 		p, err := idp.New(ctx, st, idp.Options{Issuer: id.BuiltInIssuer, DashboardRedirects: id.DashboardRedirects, Log: o.Log,
-			TrustedProxies: o.TrustedProxies, Join: joinUpstream(us), MFARequired: mfaRequired(st)})
+			TrustedProxies: o.TrustedProxies, UpstreamAllow: id.UpstreamAllow, Secrets: box, Join: joinUpstream(us), MFARequired: mfaRequired(st)})
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -106,6 +114,9 @@ func openIdentity(ctx context.Context, st *store.Store, id Identity, us *users.S
 	auds := id.Audiences
 	if len(auds) == 0 {
 		auds = []string{id.ClientID}
+		if id.DashboardClientID != "" && id.DashboardClientID != id.ClientID {
+			auds = append(auds, id.DashboardClientID)
+		}
 	}
 	v, err := auth.NewVerifier(auth.JWTConfig{Issuer: id.Issuer, Audiences: auds, GroupsClaim: id.GroupsClaim})
 	if err != nil {
@@ -137,13 +148,40 @@ func joinUpstream(us *users.Service) idp.JoinFunc {
 	}
 }
 
-// Mount adds the REST API (/api/) and, when built in, the identity
-// provider (under its issuer's path) to mux.
+// Mount adds the REST API (/api/), when built in the identity provider
+// (under its issuer's path), and the dashboard with its login settings
+// (every other path) to mux.
 func (s *Server) Mount(mux *http.ServeMux) {
 	mux.Handle("/api/", s.REST)
 	if s.IdP != nil {
 		mux.Handle(issuerPath(s.IdP.Issuer())+"/", s.IdP)
 	}
+	mux.Handle("/", s.Dashboard)
+}
+
+// openDashboard prepares the dashboard built into the binary (or the page
+// saying how to build it) with the login settings of id: the built-in
+// provider's dashboard client, or the external provider's.
+func openDashboard(id Identity, provider *oidcop.Provider) (*dashboard.Handler, error) {
+	o := dashboard.Options{App: dashboard.Embedded()}
+	switch {
+	case provider != nil:
+		o.Config = &dashboard.Config{Issuer: provider.Issuer(), ClientID: idp.DashboardClientID, Audience: idp.DashboardClientID}
+		if p := issuerPath(provider.Issuer()); p != "" {
+			o.Reserved = []string{p}
+		}
+	case id.Issuer != "":
+		client := id.DashboardClientID
+		if client == "" {
+			client = id.ClientID
+		}
+		aud := client
+		if len(id.Audiences) > 0 {
+			aud = id.Audiences[0]
+		}
+		o.Config = &dashboard.Config{Issuer: id.Issuer, ClientID: client, Audience: aud}
+	}
+	return dashboard.New(o)
 }
 
 func issuerPath(issuer string) string {

@@ -21,6 +21,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/wiremesh/wiremesh/dashboard"
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/internal/oidcop"
 	"github.com/wiremesh/wiremesh/management/access"
@@ -31,6 +32,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/jobs"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/releasecheck"
+	"github.com/wiremesh/wiremesh/management/secretbox"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/tenant"
 	"github.com/wiremesh/wiremesh/management/turncreds"
@@ -83,6 +85,8 @@ type Options struct {
 	// Releases is the release check behind GET /api/instance/version
 	// (nil: off, the available versions are reported unknown).
 	Releases *releasecheck.Checker
+	// Mail sends invitation e-mails (zero: none are sent).
+	Mail Mail
 }
 
 // DefaultEphemeralTimeout is the offline time after which ephemeral peers go.
@@ -100,6 +104,9 @@ type Server struct {
 	Jobs *jobs.Service
 	// IdP is the built-in identity provider (nil unless configured).
 	IdP *oidcop.Provider
+	// Dashboard serves the web app and /dashboard-config.json (Mount puts
+	// it at /).
+	Dashboard *dashboard.Handler
 
 	log      *slog.Logger
 	instance string
@@ -176,11 +183,29 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("account domains: %w", err)
 	}
-	us := users.New(users.Options{Store: st, Notify: hub, Log: o.Log, Mode: o.Identity.Mode, AccountDomains: domains, LocalIdP: o.Identity.BuiltInIssuer != ""})
-	provider, verifier, sso, err := openIdentity(ctx, st, o.Identity, us, o)
+	inviteURL, err := o.Mail.inviteURL(o.Identity)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	us := users.New(users.Options{Store: st, Notify: hub, Log: o.Log, Mode: o.Identity.Mode, AccountDomains: domains, LocalIdP: o.Identity.BuiltInIssuer != "",
+		Mailer: o.Mail.Mailer, InviteURL: inviteURL})
+	var box *secretbox.Box
+	if o.Identity.BuiltInIssuer != "" {
+		if box, err = openSecrets(ctx, st, o.Store, o.Log); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	provider, verifier, sso, err := openIdentity(ctx, st, o.Identity, us, box, o)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("identity provider: %w", err)
+	}
+	dash, err := openDashboard(o.Identity, provider)
+	if err != nil {
+		st.Close()
+		return nil, err
 	}
 	jo := o.Jobs
 	jo.Store, jo.Log, jo.Now = st, o.Log, o.Now
@@ -193,10 +218,10 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		ropts.JWT = verifier
 	}
 	if provider != nil {
-		ropts.IdPs = &idp.Providers{Store: st}
+		ropts.IdPs = &idp.Providers{Store: st, Secrets: box}
 	}
 	wctx, cancel := context.WithCancel(context.Background())
-	s := &Server{Store: st, Peers: ps, Hub: hub, API: api, Users: us, REST: httpapi.New(ropts), IdP: provider, Jobs: js, log: o.Log, cancel: cancel,
+	s := &Server{Store: st, Peers: ps, Hub: hub, API: api, Users: us, REST: httpapi.New(ropts), IdP: provider, Dashboard: dash, Jobs: js, log: o.Log, cancel: cancel,
 		instance: o.Instance, pollNow: make(chan struct{}, 1)}
 	// Take the baseline now, so a change made between start-up and the
 	// first poll is not mistaken for the starting state.

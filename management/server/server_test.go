@@ -64,6 +64,11 @@ func startWith(t testing.TB, dir string, o server.Options, advs ...func(*server.
 	if o.Store.Engine == "" {
 		o.Store = store.Config{Engine: store.SQLite, DataDir: dir}
 	}
+	if o.Store.DataDir == "" && o.Store.SecretKey == "" {
+		// Instances sharing one Postgres store share one key, as
+		// operators must give them (--store-encryption-key).
+		o.Store.SecretKey = testSecretKey
+	}
 	o.Log, o.Advertise, o.Poll = log, adv, 100*time.Millisecond
 	if o.Identity.BuiltInIssuer == autoIssuer {
 		o.Identity.BuiltInIssuer = "http://" + ln.Addr().String() + "/oauth2"
@@ -107,6 +112,10 @@ func startOn(t testing.TB, eng storetest.Engine, o server.Options, advs ...func(
 	o.Store = eng.Config(t)
 	return startWith(t, o.Store.DataDir, o, advs...)
 }
+
+// testSecretKey seals the store secrets of test servers that have no data
+// directory to keep a key file in (32 bytes, base64).
+const testSecretKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 
 // autoIssuer in Options.Identity.BuiltInIssuer becomes the built-in
 // provider's URL on the test server's port.

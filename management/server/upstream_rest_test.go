@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -31,7 +32,9 @@ func TestUpstreamIdPThroughREST(t *testing.T) { engines.Each(t, testUpstreamIdPT
 
 func testUpstreamIdPThroughREST(t *testing.T, eng storetest.Engine) {
 	const dash = "http://dashboard.test/nb-auth"
-	e := startOn(t, eng, server.Options{Identity: server.Identity{BuiltInIssuer: autoIssuer, DashboardRedirects: []string{dash}}})
+	e := startOn(t, eng, server.Options{Identity: server.Identity{BuiltInIssuer: autoIssuer, DashboardRedirects: []string{dash},
+		// The upstream runs on loopback, which the server refuses to reach by default.
+		UpstreamAllow: idp.UpstreamAllow{CIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}})
 	issuer := "http://" + e.addr + "/oauth2"
 	up := testoidc.StartWithRedirects(t, "", []string{issuer + "/upstream/callback"},
 		testoidc.User{Subject: "u-dana", Email: "dana@corp.example", Name: "Dana", Password: "Dana-passw0rd!"})

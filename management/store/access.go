@@ -64,6 +64,9 @@ func (a *AccountTx) PutGroup(ctx context.Context, g account.Group) error {
 	if err != nil {
 		return err
 	}
+	if err := a.bumpView(ctx); err != nil {
+		return err
+	}
 	n, err := a.q().exec(ctx, `UPDATE peer_groups SET name = ?, is_all = ?, peers = ? WHERE id = ? AND account_id = ?`,
 		g.Name, g.All, string(ps), string(g.ID), string(a.id))
 	if err != nil {
@@ -78,6 +81,9 @@ func (a *AccountTx) PutGroup(ctx context.Context, g account.Group) error {
 
 // DeleteGroup removes a group.
 func (a *AccountTx) DeleteGroup(ctx context.Context, id account.GroupID) error {
+	if err := a.bumpView(ctx); err != nil {
+		return err
+	}
 	n, err := a.q().exec(ctx, `DELETE FROM peer_groups WHERE id = ? AND account_id = ?`, string(id), string(a.id))
 	return affected(n, err)
 }
@@ -128,6 +134,9 @@ func (a *AccountTx) PutPolicy(ctx context.Context, p account.Policy) error {
 	if err != nil {
 		return err
 	}
+	if err := a.bumpView(ctx); err != nil {
+		return err
+	}
 	n, err := a.q().exec(ctx, `UPDATE policies SET name = ?, description = ?, enabled = ?, rules = ?, posture_checks = ? WHERE id = ? AND account_id = ?`,
 		p.Name, p.Description, p.Enabled, string(rules), checks, string(p.ID), string(a.id))
 	if err != nil {
@@ -143,6 +152,9 @@ func (a *AccountTx) PutPolicy(ctx context.Context, p account.Policy) error {
 
 // DeletePolicy removes a policy.
 func (a *AccountTx) DeletePolicy(ctx context.Context, id account.PolicyID) error {
+	if err := a.bumpView(ctx); err != nil {
+		return err
+	}
 	n, err := a.q().exec(ctx, `DELETE FROM policies WHERE id = ? AND account_id = ?`, string(id), string(a.id))
 	return affected(n, err)
 }

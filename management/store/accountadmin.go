@@ -40,6 +40,9 @@ func (a *AccountTx) Readdress(ctx context.Context, network netip.Prefix, ips map
 	if len(ips) != len(ps) {
 		return fmt.Errorf("readdress: %d addresses for %d peers", len(ips), len(ps))
 	}
+	if err := a.bumpView(ctx); err != nil {
+		return err
+	}
 	if _, err := a.q().exec(ctx, `UPDATE peers SET ip = 'readdress:' || id WHERE account_id = ?`, string(a.id)); err != nil {
 		return mapErr(err)
 	}

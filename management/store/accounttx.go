@@ -83,6 +83,9 @@ func (a *AccountTx) InsertPeer(ctx context.Context, p account.Peer) error {
 	if err != nil {
 		return err
 	}
+	if err := a.bumpView(ctx); err != nil {
+		return err
+	}
 	_, err = a.q().exec(ctx, `INSERT INTO peers (`+peerCols+`) VALUES (`+peerValues+`)`, args...)
 	return mapErr(err)
 }
@@ -99,6 +102,9 @@ func (a *AccountTx) InsertPeerIfFree(ctx context.Context, p account.Peer) (bool,
 	if err != nil {
 		return false, err
 	}
+	if err := a.bumpView(ctx); err != nil {
+		return false, err
+	}
 	n, err := a.q().exec(ctx, `INSERT INTO peers (`+peerCols+`) VALUES (`+peerValues+`) ON CONFLICT DO NOTHING`, args...)
 	if err != nil {
 		return false, mapErr(err)
@@ -110,6 +116,9 @@ func (a *AccountTx) InsertPeerIfFree(ctx context.Context, p account.Peer) (bool,
 func (a *AccountTx) UpdatePeer(ctx context.Context, p account.Peer) error {
 	meta, err := json.Marshal(p.Meta)
 	if err != nil {
+		return err
+	}
+	if err := a.bumpView(ctx); err != nil {
 		return err
 	}
 	n, err := a.q().exec(ctx, `UPDATE peers SET wg_pub_key = ?, ip = ?, name = ?, dns_label = ?, meta = ?, ssh_pub_key = ?, last_login = ?, last_seen = ?, connected = ?, login_expiration_enabled = ? WHERE id = ? AND account_id = ?`,
@@ -133,6 +142,9 @@ func (a *AccountTx) SetPeerConnected(ctx context.Context, id account.PeerID, con
 
 // DeletePeer removes a peer.
 func (a *AccountTx) DeletePeer(ctx context.Context, id account.PeerID) error {
+	if err := a.bumpView(ctx); err != nil {
+		return err
+	}
 	n, err := a.q().exec(ctx, `DELETE FROM peers WHERE id = ? AND account_id = ?`, string(id), string(a.id))
 	return affected(n, err)
 }

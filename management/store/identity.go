@@ -326,6 +326,9 @@ func (a *AccountTx) BlockedUsers(ctx context.Context) (map[account.UserID]bool, 
 
 // UpdatePeerName changes a peer's name, DNS label and login expiration.
 func (a *AccountTx) UpdatePeerName(ctx context.Context, p account.Peer) error {
+	if err := a.bumpView(ctx); err != nil {
+		return err
+	}
 	n, err := a.q().exec(ctx, `UPDATE peers SET name = ?, dns_label = ?, login_expiration_enabled = ? WHERE id = ? AND account_id = ?`,
 		p.Name, p.DNSLabel, p.LoginExpirationEnabled, string(p.ID), string(a.id))
 	return affected(n, err)

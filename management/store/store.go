@@ -51,6 +51,14 @@ type Config struct {
 	Engine  Engine
 	DataDir string // SQLite: the directory holding store.db
 	DSN     string // Postgres: a libpq connection string or postgres:// URL
+	// SecretKey seals the secrets the store keeps (package secretbox):
+	// the operator's key as text (base64 or hex of 32 bytes); empty: the
+	// key file in DataDir, created on first start. The store itself does
+	// not use it.
+	SecretKey string
+	// ForgetLostSecretKey adopts SecretKey (or a new key file) for a store
+	// sealed with another key, dropping the secrets sealed with that one.
+	ForgetLostSecretKey bool
 }
 
 // Store is the management database.

@@ -71,6 +71,7 @@ func TestConformance(t *testing.T) {
 		t.Run("refresh tokens", func(t *testing.T) { testRefresh(t, e.Open(t)) })
 		t.Run("identity providers", func(t *testing.T) { testIdPs(t, e.Open(t)) })
 		t.Run("totp", func(t *testing.T) { testTOTP(t, e.Open(t)) })
+		t.Run("password links", func(t *testing.T) { testPasswordLinks(t, e.Open(t)) })
 		t.Run("upgrade", func(t *testing.T) { testUpgrade(t, e) })
 		t.Run("concurrent migrate", func(t *testing.T) { testConcurrentMigrate(t, e) })
 		t.Run("newer schema refused", func(t *testing.T) { testNewerSchema(t, e) })

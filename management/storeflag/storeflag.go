@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/wiremesh/wiremesh/internal/secretflag"
+	"github.com/wiremesh/wiremesh/management/secretbox"
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
@@ -26,7 +27,15 @@ type Flags struct {
 	engine  string
 	dsn     string
 	dsnFile *secretflag.Secret
+	// key seals the store's secrets (secretbox); keyLost adopts it for a
+	// store sealed with a lost key.
+	key     string
+	keyFile *secretflag.Secret
+	keyLost bool
 }
+
+// EnvSecretKey is read when --store-encryption-key is absent.
+const EnvSecretKey = "NB_STORE_ENCRYPTION_KEY"
 
 // Bind registers --store and --store-dsn on fs.
 func Bind(fs *pflag.FlagSet) *Flags {
@@ -34,6 +43,9 @@ func Bind(fs *pflag.FlagSet) *Flags {
 	fs.StringVar(&f.engine, "store", "sqlite", "store engine: sqlite (embedded, in --datadir) or postgres (env "+EnvEngine+")")
 	fs.StringVar(&f.dsn, "store-dsn", "", "Postgres connection string, e.g. postgres://user:pass@host:5432/db (env "+EnvDSN+"; a password here shows in ps: prefer --store-dsn-file or the env)")
 	f.dsnFile = secretflag.File(fs, "store-dsn", "", &f.dsn)
+	fs.StringVar(&f.key, "store-encryption-key", "", "key sealing the secrets kept in the store (identity providers' client secrets): 32 bytes as base64 or hex, e.g. from `openssl rand -base64 32`; the same on every instance sharing a Postgres store (env "+EnvSecretKey+"; default: the file "+secretbox.KeyFile+" in --datadir, created on first start)")
+	f.keyFile = secretflag.File(fs, "store-encryption-key", EnvSecretKey, &f.key)
+	fs.BoolVar(&f.keyLost, "store-encryption-key-lost", false, "the key the store's secrets were sealed with is lost: adopt this one and drop the identity providers' client secrets (admins enter them again)")
 	return f
 }
 
@@ -42,6 +54,14 @@ func Bind(fs *pflag.FlagSet) *Flags {
 func (f *Flags) Config(dataDir string, getenv func(string) string) (store.Config, error) {
 	if err := f.dsnFile.Resolve(); err != nil {
 		return store.Config{}, err
+	}
+	if err := f.keyFile.Resolve(); err != nil {
+		return store.Config{}, err
+	}
+	if f.key != "" {
+		if _, err := secretbox.ParseKey(f.key); err != nil {
+			return store.Config{}, fmt.Errorf("--store-encryption-key: %w", err)
+		}
 	}
 	engine, dsn := f.engine, f.dsn
 	if !f.fs.Changed("store") {
@@ -58,7 +78,7 @@ func (f *Flags) Config(dataDir string, getenv func(string) string) (store.Config
 	if err != nil {
 		return store.Config{}, fmt.Errorf("--store: %w", err)
 	}
-	c := store.Config{Engine: e, DataDir: dataDir}
+	c := store.Config{Engine: e, DataDir: dataDir, SecretKey: f.key, ForgetLostSecretKey: f.keyLost}
 	switch e {
 	case store.Postgres:
 		if dsn == "" {

@@ -67,3 +67,26 @@ func TestDSNFromFile(t *testing.T) {
 		t.Fatal("both --store-dsn and --store-dsn-file accepted")
 	}
 }
+
+// TestEncryptionKey: --store-encryption-key, its file and its environment
+// variable reach the config; a malformed key is refused at start.
+func TestEncryptionKey(t *testing.T) {
+	const key = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=" // 32 bytes, base64
+	c, err := resolve(t, []string{"--store-encryption-key", key, "--store-encryption-key-lost"}, nil)
+	if err != nil || c.SecretKey != key || !c.ForgetLostSecretKey {
+		t.Fatalf("flag: %+v %v", c, err)
+	}
+	file := t.TempDir() + "/key"
+	if err := os.WriteFile(file, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = resolve(t, []string{"--store-encryption-key-file", file}, nil); err != nil || c.SecretKey != key {
+		t.Fatalf("file: %+v %v", c, err)
+	}
+	if c, err = resolve(t, nil, nil); err != nil || c.SecretKey != "" {
+		t.Fatalf("none: %+v %v", c, err)
+	}
+	if _, err = resolve(t, []string{"--store-encryption-key", "too-short"}, nil); err == nil {
+		t.Fatal("a malformed key was accepted")
+	}
+}

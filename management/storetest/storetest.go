@@ -42,7 +42,7 @@ func Engines(t testing.TB) []Engine {
 			return store.Config{Engine: store.SQLite, DataDir: t.TempDir()}
 		}},
 		{Name: store.Postgres, Config: func(t testing.TB) store.Config {
-			return store.Config{Engine: store.Postgres, DSN: pg.NewDatabase(t)}
+			return store.Config{Engine: store.Postgres, DSN: pg.NewDatabase(t), DataDir: t.TempDir()}
 		}},
 	}
 }
@@ -118,7 +118,9 @@ func (s *Shared) postgres(t testing.TB) store.Config {
 			t.Errorf("drop test database: %v", err)
 		}
 	})
-	return store.Config{Engine: store.Postgres, DSN: s.pg.DSN(name)}
+	// DataDir as the binaries give it (it holds the key file sealing the
+	// store's secrets; the Postgres engine does not use it).
+	return store.Config{Engine: store.Postgres, DSN: s.pg.DSN(name), DataDir: t.TempDir()}
 }
 
 // Close stops the shared server, if one was started.

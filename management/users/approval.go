@@ -81,29 +81,3 @@ func (s *Service) Reject(ctx context.Context, caller account.User, id account.Us
 	s.o.Notify.AccountChanged(caller.AccountID)
 	return nil
 }
-
-// ResendInvite would send a user its invitation again. Invitations are
-// never sent from here (the built-in provider's are links an admin passes
-// on; an external provider invites its own users), so after the checks a
-// caller expects (the role, the user exists, is a person and never logged
-// in) it answers ErrNoInviteDelivery.
-func (s *Service) ResendInvite(ctx context.Context, caller account.User, id account.UserID) error {
-	if err := require(caller, auth.Users, auth.Create); err != nil {
-		return err
-	}
-	var u account.User
-	err := s.o.Store.Read(ctx, func(tx *store.Tx) error {
-		var err error
-		u, err = tx.In(caller.AccountID).User(ctx, id)
-		return err
-	})
-	switch {
-	case err != nil:
-		return mapErr(err)
-	case u.ServiceUser:
-		return fmt.Errorf("%w: service users are not invited", ErrInvalid)
-	case !u.LastLogin.IsZero():
-		return fmt.Errorf("%w: %s has logged in already; there is nothing to invite to", ErrInvalid, id)
-	}
-	return ErrNoInviteDelivery
-}

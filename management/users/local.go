@@ -288,10 +288,13 @@ type InviteInfo struct {
 	Invite    account.Invite
 	Valid     bool
 	InvitedBy string
+	// User is set for the link of an invitation e-mail: the user exists
+	// and the link sets its password.
+	User account.UserID
 }
 
-// LookupInvite finds an invitation by its token (no authentication: the
-// token is the credential).
+// LookupInvite finds an invitation, or the link of an invitation e-mail,
+// by its token (no authentication: the token is the credential).
 func (s *Service) LookupInvite(ctx context.Context, token string) (InviteInfo, error) {
 	if !s.o.LocalIdP {
 		return InviteInfo{}, ErrNoLocalIdP
@@ -299,6 +302,10 @@ func (s *Service) LookupInvite(ctx context.Context, token string) (InviteInfo, e
 	var info InviteInfo
 	err := s.o.Store.Read(ctx, func(tx *store.Tx) error {
 		v, err := tx.InviteByHash(ctx, auth.HashSecret(token))
+		if errors.Is(err, store.ErrNotFound) {
+			info, err = s.lookupPasswordLink(ctx, tx, auth.HashSecret(token))
+			return err
+		}
 		if err != nil {
 			return err
 		}
@@ -311,7 +318,8 @@ func (s *Service) LookupInvite(ctx context.Context, token string) (InviteInfo, e
 	return info, mapErr(err)
 }
 
-// AcceptInvite turns an invitation into a user with a local login.
+// AcceptInvite turns an invitation into a user with a local login, or
+// sets the password of the user an invitation e-mail's link names.
 func (s *Service) AcceptInvite(ctx context.Context, token, password string) (account.User, error) {
 	if !s.o.LocalIdP {
 		return account.User{}, ErrNoLocalIdP
@@ -331,6 +339,9 @@ func (s *Service) AcceptInvite(ctx context.Context, token, password string) (acc
 	hash, err := s.hash(password)
 	if err != nil {
 		return account.User{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if info.User != "" {
+		return s.acceptPasswordLink(ctx, token, hash)
 	}
 	now := s.now()
 	var u account.User

@@ -65,7 +65,8 @@ type CreateInput struct {
 }
 
 // Create adds a service user, or (with the built-in identity provider) a
-// person with a generated password, returned once.
+// person: invited by e-mail when invitations are mailed (createInvited),
+// else with a generated password, returned once.
 func (s *Service) Create(ctx context.Context, caller account.User, in CreateInput) (account.User, string, error) {
 	if err := require(caller, auth.Users, auth.Create); err != nil {
 		return account.User{}, "", err
@@ -107,6 +108,11 @@ func (s *Service) Create(ctx context.Context, caller account.User, in CreateInpu
 		var err error
 		if hash, err = s.hash(password); err != nil {
 			return account.User{}, "", err
+		}
+		if s.MailInvites() {
+			// Invited by e-mail: the person chooses the password.
+			u, err := s.createInvited(ctx, caller, u, hash)
+			return u, "", err
 		}
 	}
 	err := s.o.Store.Tx(ctx, func(tx *store.Tx) error {
@@ -269,8 +275,14 @@ func endAccess(ctx context.Context, tx *store.Tx, at *store.AccountTx, id accoun
 	if err := tx.DeleteRefreshTokensOf(ctx, string(id), "", now); err != nil {
 		return err
 	}
-	_, err := at.DeleteInvitesBy(ctx, id)
-	return err
+	if _, err := at.DeleteInvitesBy(ctx, id); err != nil {
+		return err
+	}
+	// A mailed link that would set its password goes too.
+	if err := at.DeletePasswordLink(ctx, id, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
 }
 
 // Delete removes a user, its tokens, the invitations it created, its local

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/wiremesh/wiremesh/internal/metrics"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/store"
 )
@@ -97,6 +99,11 @@ func (s *Service) JoinUpstream(ctx context.Context, acc account.ID, in UpstreamL
 		// Whoever the provider vouches for, an admin lets them in: a
 		// broad provider (Google) would otherwise open the mesh to all.
 		u.PendingApproval = activity == "user.join"
+		if u.PendingApproval {
+			if err := s.checkPendingCaps(ctx, tx, at, in.ProviderID, now); err != nil {
+				return err
+			}
+		}
 		if err := at.InsertUser(ctx, u); err != nil {
 			return err
 		}
@@ -147,4 +154,44 @@ func linkable(ctx context.Context, tx *store.Tx, u account.User) error {
 		return fmt.Errorf("%w: %w", ErrForbidden, errHasLocalLogin)
 	}
 	return nil
+}
+
+// Caps on users waiting for approval that upstream logins create: a broad
+// provider (any Google account) must not let strangers fill the store.
+const (
+	// MaxPendingPerAccount bounds an account's users waiting for approval.
+	MaxPendingPerAccount = 1000
+	// MaxPendingPerProviderHour bounds the new users waiting for approval
+	// one upstream provider adds in an hour.
+	MaxPendingPerProviderHour = 100
+)
+
+// checkPendingCaps refuses a new pending user past the caps
+// (ErrTooManyPending), counting the refusal.
+func (s *Service) checkPendingCaps(ctx context.Context, tx *store.Tx, at *store.AccountTx, providerID string, now time.Time) error {
+	n, err := at.PendingUserCount(ctx)
+	if err != nil {
+		return err
+	}
+	if n >= MaxPendingPerAccount {
+		s.pendingRefused.Add(1)
+		return fmt.Errorf("%w: %d people already wait for an administrator's approval in this account; ask an administrator to approve or reject them first",
+			ErrTooManyPending, n)
+	}
+	n, err = tx.PendingUpstreamJoins(ctx, providerID, now.Add(-time.Hour))
+	if err != nil {
+		return err
+	}
+	if n >= MaxPendingPerProviderHour {
+		s.pendingRefused.Add(1)
+		return fmt.Errorf("%w: %d new people logged in with this identity provider in the last hour and wait for approval; try again later",
+			ErrTooManyPending, n)
+	}
+	return nil
+}
+
+// Metrics are the service's counters.
+func (s *Service) Metrics() []metrics.Sample {
+	return []metrics.Sample{{Name: "management_pending_users_refused_total", Kind: metrics.Counter, Value: float64(s.pendingRefused.Load()),
+		Help: "upstream identity-provider logins refused because too many users wait for approval"}}
 }

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -74,6 +75,12 @@ type Options struct {
 	// only issuer of accepted tokens. Its users exist before they can log
 	// in, so a token never creates a user.
 	LocalIdP bool
+	// Mailer sends invitations by e-mail (built-in provider only; nil:
+	// none are sent, and POST /api/users returns a generated password).
+	Mailer Mailer
+	// InviteURL is the page invitation mails link to, with ?token= added
+	// (the dashboard's /invite).
+	InviteURL string
 }
 
 // ParseDomains normalises a list of e-mail domains (lower case, no
@@ -123,6 +130,9 @@ type Service struct {
 	compare func(hash, pw string) error
 	// pwGuard limits wrong old passwords per user.
 	pwGuard *guard
+	// pendingRefused counts upstream logins refused by the caps on users
+	// waiting for approval.
+	pendingRefused atomic.Int64
 }
 
 // New returns a service.

@@ -25,6 +25,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/grpcapi"
 	"github.com/wiremesh/wiremesh/management/httpapi"
 	"github.com/wiremesh/wiremesh/management/idflag"
+	"github.com/wiremesh/wiremesh/management/mailflag"
 	"github.com/wiremesh/wiremesh/management/releasecheck"
 	mgmt "github.com/wiremesh/wiremesh/management/server"
 	"github.com/wiremesh/wiremesh/management/store"
@@ -82,6 +83,7 @@ func command() *cobra.Command {
 	storeFlags := storeflag.Bind(f)
 	idFlags := idflag.Bind(f, false)
 	releaseFlags := releasecheck.Bind(f)
+	mailFlags := mailflag.Bind(f)
 	secrets := []*secretflag.Secret{
 		secretflag.File(f, "turn-secret", "NB_TURN_SECRET", &turnSecret),
 		secretflag.File(f, "turn-password", "NB_TURN_PASSWORD", &turnPass),
@@ -125,6 +127,10 @@ func command() *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("--version-check-url: %w", err)
 		}
+		mail, err := mailFlags.Mail(log)
+		if err != nil {
+			return err
+		}
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		raw, err := net.Listen("tcp", listen)
@@ -145,7 +151,7 @@ func command() *cobra.Command {
 		m, err := mgmt.Open(ctx, mgmt.Options{Store: sc, Log: log, Advertise: adv,
 			TURN:  turncreds.Issuer{Secret: turnSecret, TTL: turnTTL, StaticUser: turnUser, StaticPass: turnPass},
 			Relay: grpcapi.RelayAuth{Secret: relaySecret, TTL: relayTTL}, Identity: identity, TrustedProxies: trusted, DashboardOrigins: origins,
-			Releases: releases})
+			Releases: releases, Mail: mail})
 		if err != nil {
 			ln.Close()
 			return err
@@ -159,7 +165,7 @@ func command() *cobra.Command {
 		defer stopStreams()
 		mux := http.NewServeMux()
 		m.Mount(mux)
-		sources := []func() []metrics.Sample{m.API.Metrics, ln.Metrics}
+		sources := []func() []metrics.Sample{m.API.Metrics, m.Users.Metrics, ln.Metrics}
 		if m.IdP != nil {
 			sources = append(sources, m.IdP.Metrics)
 		}

@@ -1,0 +1,66 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// encodingJSON is what ok writes for v.
+func encodingJSON(t testing.TB, v any) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestPeerJSONMatchesEncodingJSON: the hand-written peer encoder writes
+// exactly what encoding/json writes, strings that need escaping included.
+func TestPeerJSONMatchesEncodingJSON(t *testing.T) {
+	n := 7
+	strs := []string{"", "plain", `quote " and \ backslash`, "<script>&amp;</script>", "tab\there\nnewline\x00nul\x1f", "ünïcødé 日本",
+		"line\u2028sep\u2029", "bad utf8 \xff\xfe", "del \x7f", "emoji 🚀"}
+	var ps []peerJSON
+	for i, s := range strs {
+		p := peerJSON{ID: s, Name: s, CreatedAt: s, IP: s, ConnectionIP: s, Connected: i%2 == 0, LastSeen: s, OS: s, KernelVersion: s, GeonameID: i - 3,
+			Version: s, UIVersion: s, SSHEnabled: i%3 == 0, UserID: s, Hostname: s, DNSLabel: s, LoginExpirationEnabled: i%2 == 1, LoginExpired: i%4 == 0,
+			LastLogin: s, InactivityExpirationEnabled: true, ApprovalRequired: i%5 == 0, CountryCode: s, CityName: s, SerialNumber: s, Ephemeral: i%2 == 0}
+		switch i % 3 {
+		case 0:
+			p.Groups, p.ExtraDNSLabels = []groupMinimum{}, []string{}
+		case 1:
+			p.Groups = []groupMinimum{{ID: s, Name: s, PeersCount: i, ResourcesCount: 0}, {ID: "g2", Name: "All", PeersCount: 10000}}
+			p.ExtraDNSLabels = []string{s, "x"}
+			p.AccessiblePeersCount = &n
+		}
+		ps = append(ps, p)
+	}
+	for _, list := range [][]peerJSON{nil, {}, ps[:1], ps} {
+		want := encodingJSON(t, list)
+		if list == nil {
+			want = encodingJSON(t, []peerJSON{})
+		}
+		if got := string(appendPeers(nil, list)); got != want {
+			t.Errorf("appendPeers differs from encoding/json (-want +got):\n%s", cmp.Diff(want, got))
+		}
+	}
+}
+
+// FuzzPeerJSON: any string a peer reports is encoded as encoding/json
+// encodes it.
+func FuzzPeerJSON(f *testing.F) {
+	for _, s := range []string{"", "a", "<>&", "\u2028", "\xff", `"\`, "\x00"} {
+		f.Add(s, 3)
+	}
+	f.Fuzz(func(t *testing.T, s string, n int) {
+		p := peerJSON{ID: s, Name: s, OS: s, Hostname: s, Groups: []groupMinimum{{ID: s, Name: s, PeersCount: n}}, ExtraDNSLabels: []string{s}, AccessiblePeersCount: &n}
+		want := encodingJSON(t, []peerJSON{p})
+		if got := string(appendPeers(nil, []peerJSON{p})); got != want {
+			t.Fatalf("differs from encoding/json (-want +got):\n%s", cmp.Diff(want, got))
+		}
+	})
+}
