@@ -2,11 +2,22 @@
 GO ?= go
 LDFLAGS ?= -s -w
 
-.PHONY: build test proto clean
+NPM ?= npm
 
-build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird-server ./cmd/netbird-server
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird-mgmt ./management/cmd/netbird-mgmt
+.PHONY: build build-go dashboard test proto clean
+
+# The servers embed the dashboard (dashboard/dist, built with Node.js and
+# npm): `make build-go` builds them without it (they then serve a page
+# saying how to build it).
+build: dashboard
+	$(MAKE) build-go TAGS=dashboard
+
+dashboard:
+	cd dashboard && $(NPM) ci --no-audit --no-fund && $(NPM) run build
+
+build-go:
+	$(GO) build -tags "$(TAGS)" -ldflags "$(LDFLAGS)" -o bin/netbird-server ./cmd/netbird-server
+	$(GO) build -tags "$(TAGS)" -ldflags "$(LDFLAGS)" -o bin/netbird-mgmt ./management/cmd/netbird-mgmt
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird-signal ./signal/cmd/netbird-signal
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird-relay ./relay/cmd/netbird-relay
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird ./client/cmd/netbird
@@ -19,4 +30,4 @@ proto:
 	bash proto/gen.sh
 
 clean:
-	rm -rf bin .cache
+	rm -rf bin .cache dashboard/dist

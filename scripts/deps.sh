@@ -13,6 +13,8 @@ command -v conntrack >/dev/null || need+=(conntrack)
 # store tests run a private PostgreSQL server (internal/pgtest)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v runuser >/dev/null || need+=(util-linux)
+# the dashboard's browser tests (dashboard/e2e/run.mjs, internal/e2e TestDashboard)
+[ -x /usr/bin/chromium ] || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then echo "need root to install: ${need[*]}" >&2; exit 1; fi
   export DEBIAN_FRONTEND=noninteractive

@@ -8,18 +8,29 @@
 //                         the owner to log in as; on a fresh install (first-run page)
 //                         the owner is created with them (defaults: admin@example.com
 //                         and a random password, printed as OWNER_PASSWORD=...)
-//   WIREMESH_JOIN_TIMEOUT seconds to wait for the JOINED line (default 180)
-//   WIREMESH_SKIP_JOIN=1  do not wait for a peer to join (UI checks only)
+//   WIREMESH_JOIN_TIMEOUT seconds to wait for each JOINED line (default 180)
+//   WIREMESH_SKIP_JOIN=1  no agents: skip every step that needs them (UI checks only)
 //   CHROMIUM              browser binary (default /usr/bin/chromium)
 //
-// Protocol on stdout/stdin, for the Go test that drives a real agent:
-//   prints   SETUP_KEY=<key>       once the key is created in the UI
-//   reads    JOINED <peer name>    once the agent with that key is up
-//   then checks that the peer shows online on the open Peers page within 5 s
-//   (live refresh, no reload). Ends with "e2e: N passed, 0 failed" and exit 0,
-//   or prints "FAIL: ..." and exits 1.
+// Protocol with the Go test that owns the real agents (internal/e2e
+// TestDashboard): the script prints a request line on stdout and waits for
+// the answer line on stdin.
+//   SETUP_KEY=<key>              -> "JOINED <name>": an agent joined with the key made in the UI
+//   JOIN_AGAIN                   -> "JOINED <name>": a second agent joined with the same key
+//   PING? <from> <to> <want>     -> "PING <from> <to> reach|noreach": <want> is reach or
+//                                   noreach; the Go test pings from agent <from> to <to>'s
+//                                   overlay address until the wanted state holds (reach: a
+//                                   reply; noreach: three losses in a row) or 30 s pass, and
+//                                   answers what it saw last.
+// Other lines on stdout are progress ("ok N - ..."); the last is
+// "e2e: N passed, M failed" (exit 0 when M is 0; else "FAIL: ..." before it, exit 1).
+//
+// Every page is checked with axe-core in the light and the dark theme (no
+// serious or critical violation) and screenshotted in both into
+// WIREMESH_SCREENSHOTS as <page>-light.png and <page>-dark.png.
 import { randomBytes } from "node:crypto";
 import { mkdirSync } from "node:fs";
+import { createRequire } from "node:module";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { chromium } from "playwright-core";
@@ -34,6 +45,8 @@ mkdirSync(shots, { recursive: true });
 const email = process.env.WIREMESH_EMAIL || "admin@example.com";
 const password = process.env.WIREMESH_PASSWORD || `E2e-${randomBytes(9).toString("base64url")}!7`;
 const joinTimeout = Number(process.env.WIREMESH_JOIN_TIMEOUT || 180) * 1000;
+const agents = process.env.WIREMESH_SKIP_JOIN !== "1";
+const axePath = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
 
 let passed = 0;
 function ok(what) {
@@ -76,24 +89,106 @@ async function waitLine(prefix, ms) {
   }
 }
 
-/** Screenshots the page in light and dark (the theme attribute Mantine's CSS keys on), then restores it. */
-async function snap(page, name) {
-  const was = await page.evaluate(() => document.documentElement.getAttribute("data-mantine-color-scheme"));
-  for (const theme of ["light", "dark"]) {
-    await page.evaluate((t) => document.documentElement.setAttribute("data-mantine-color-scheme", t), theme);
-    await page.waitForTimeout(150);
-    await page.screenshot({ path: join(shots, `${name}-${theme}.png`) });
-  }
-  await page.evaluate((t) => document.documentElement.setAttribute("data-mantine-color-scheme", t ?? "light"), was);
+/** Asks the Go test to join an agent; returns its peer name. */
+async function joinAgent(request) {
+  console.log(request);
+  const name = (await waitLine("JOINED ", joinTimeout)).slice("JOINED ".length).trim();
+  if (!name || name === "-") fail(`the agent asked for by ${request} did not join`);
+  return name;
 }
 
+/** Asks the Go test whether agent from reaches agent to, wanting `want`. */
+async function ping(from, to, want) {
+  console.log(`PING? ${from} ${to} ${want}`);
+  const got = (await waitLine(`PING ${from} ${to} `, 60000)).split(/\s+/)[3];
+  if (got !== want) fail(`ping ${from} -> ${to}: ${got}, want ${want}`);
+}
+
+// axe-core, the page's accessibility: rules at serious or critical impact
+// fail the run; all pages are checked before failing, so that one run lists
+// every problem.
+const a11yProblems = [];
+async function axeCheck(page, name) {
+  if (!(await page.evaluate(() => typeof window.axe !== "undefined"))) await page.addScriptTag({ path: axePath });
+  const res = await page.evaluate(() =>
+    window.axe.run(document, { resultTypes: ["violations"], runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"] } }),
+  );
+  const bad = res.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  for (const v of bad) {
+    const where = v.nodes
+      .slice(0, 4)
+      .map((n) => `${n.target.join(" ")}${n.any[0]?.message ? ` (${n.any[0].message})` : ""}`)
+      .join("; ");
+    a11yProblems.push(`${name}: ${v.id} [${v.impact}] ${v.help}: ${where}${v.nodes.length > 4 ? ` and ${v.nodes.length - 4} more` : ""}`);
+  }
+  return bad.length;
+}
+
+const checked = new Set();
+/**
+ * Screenshots the page and checks it with axe-core in light and dark (the
+ * theme attribute Mantine's CSS keys on), then restores the theme.
+ */
+async function snap(page, name) {
+  const was = await page.evaluate(() => document.documentElement.getAttribute("data-mantine-color-scheme"));
+  let bad = 0;
+  for (const theme of ["light", "dark"]) {
+    await page.evaluate((t) => document.documentElement.setAttribute("data-mantine-color-scheme", t), theme);
+    await page.waitForTimeout(250); // transitions settle before contrast is measured
+    await page.screenshot({ path: join(shots, `${name}-${theme}.png`) });
+    bad += await axeCheck(page, `${name} (${theme})`);
+  }
+  await page.evaluate((t) => document.documentElement.setAttribute("data-mantine-color-scheme", t ?? "light"), was);
+  checked.add(name);
+  if (bad === 0) ok(`${name}: no serious or critical axe-core violation, light and dark`);
+  else console.log(`not ok - ${name}: ${bad} serious or critical axe-core violation(s) (listed at the end)`);
+}
+
+const peersHeading = (page) => page.getByRole("heading", { name: "Peers", level: 2 });
+
+/** Opens a page through the main navigation and waits for its heading. */
+async function open(page, link, heading = link) {
+  await page.locator("nav[aria-label=Main]").getByRole("link", { name: link, exact: true }).click();
+  await page.getByRole("heading", { name: heading, level: 2 }).waitFor();
+}
+
+/** Presses Tab until the focused element matches, at most n times. */
+async function tabTo(page, what, test, n = 60) {
+  for (let i = 0; i < n; i++) {
+    await page.keyboard.press("Tab");
+    if (await page.evaluate(test)) return;
+  }
+  fail(`${what} not reached with ${n} presses of Tab`);
+}
+
+/** Logs in on the built-in identity provider's page. */
+async function idpLogin(page, user, pass, shot) {
+  await page.waitForURL((u) => u.pathname.includes("/oauth2/"), { timeout: 15000 });
+  await page.locator("#email").fill(user);
+  await page.locator("#password").fill(pass);
+  if (shot) await snap(page, shot);
+  await page.locator("button[type=submit]").click();
+}
+
+// Login (PKCE) needs the Web Crypto API, which browsers give only to
+// secure origins: https, or http on localhost. A test server on a plain
+// http://IP (the lab's public segment) is declared secure to this browser;
+// a real deployment serves https (--tls-cert-file, or a reverse proxy).
+const origin = new URL(base).origin;
+const insecure = new URL(base).protocol === "http:" && !["localhost", "127.0.0.1", "[::1]"].includes(new URL(base).hostname);
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"],
+  args: [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run",
+    ...(insecure ? [`--unsafely-treat-insecure-origin-as-secure=${origin}`] : []),
+  ],
 });
 let code = 0;
 try {
   const ctx = await browser.newContext({ viewport: { width: 1440, height: 900 }, colorScheme: "light" });
+  // A controllable clock (flowing normally until told) lets the session's
+  // access token expire without waiting for it.
+  await ctx.clock.install();
   const page = await ctx.newPage();
   const consoleErrors = [];
   page.on("pageerror", (e) => consoleErrors.push(String(e)));
@@ -113,6 +208,7 @@ try {
     await page.getByRole("button", { name: "Create the owner" }).click();
     await page.getByText("at least 8 characters with an upper-case letter, a digit and a symbol").first().waitFor();
     ok("setup form validates before sending");
+    await snap(page, "setup-invalid");
     await page.getByLabel(/^Password/).fill(password);
     await page.getByLabel("Repeat the password").fill(password);
     await page.getByRole("button", { name: "Create the owner" }).click();
@@ -120,6 +216,7 @@ try {
     console.log(`OWNER_EMAIL=${email}`);
     console.log(`OWNER_PASSWORD=${password}`);
     ok("owner created through the first-run page");
+    await snap(page, "setup-done");
     await page.getByRole("button", { name: "Log in" }).click();
   } else {
     if (!process.env.WIREMESH_PASSWORD) fail("the install has an owner: set WIREMESH_EMAIL and WIREMESH_PASSWORD");
@@ -128,12 +225,8 @@ try {
   }
 
   // The built-in identity provider's login page.
-  await page.waitForURL((u) => u.pathname.includes("/oauth2/"), { timeout: 15000 });
-  await page.locator("#email").fill(email);
-  await page.locator("#password").fill(password);
-  await page.screenshot({ path: join(shots, "idp-login.png") });
-  await page.locator("button[type=submit]").click();
-  await page.getByRole("heading", { name: "Peers", level: 2 }).waitFor({ timeout: 15000 });
+  await idpLogin(page, email, password, "idp-login");
+  await peersHeading(page).waitFor({ timeout: 15000 });
   if (!page.url().startsWith(base + "/peers")) fail(`after login the page is ${page.url()}, want ${base}/peers`);
   ok("logged in through the identity provider (code + PKCE), back on /peers");
 
@@ -142,24 +235,30 @@ try {
   if (!stored.session.some((k) => k.startsWith("oidc.user:"))) fail(`no session in sessionStorage: ${stored.session.join(", ")}`);
   ok("tokens kept in sessionStorage, none in localStorage");
 
-  // An expired access token is renewed with the refresh token, without a login.
-  const before = await page.evaluate(() => {
-    const k = Object.keys(sessionStorage).find((x) => x.startsWith("oidc.user:"));
-    const u = JSON.parse(sessionStorage.getItem(k));
-    u.expires_at = Math.floor(Date.now() / 1000) - 10;
-    sessionStorage.setItem(k, JSON.stringify(u));
-    return { token: u.access_token, refresh: Boolean(u.refresh_token) };
-  });
-  if (!before.refresh) fail("the login brought no refresh token (offline_access)");
-  await page.reload();
-  await page.getByRole("heading", { name: "Peers", level: 2 }).waitFor({ timeout: 15000 });
-  const renewed = await page.evaluate(() => {
-    const k = Object.keys(sessionStorage).find((x) => x.startsWith("oidc.user:"));
-    const u = JSON.parse(sessionStorage.getItem(k));
-    return { token: u.access_token, expiresAt: u.expires_at };
-  });
-  if (renewed.token === before.token || renewed.expiresAt * 1000 <= Date.now()) fail("the expired access token was not renewed");
-  ok("expired access token renewed with the refresh token, no login page");
+  // The access token expires while the page is open (the clock jumps past
+  // its expiry): it is renewed with the refresh token, without a reload or
+  // a login, and the page keeps working.
+  const session = () =>
+    page.evaluate(() => {
+      const k = Object.keys(sessionStorage).find((x) => x.startsWith("oidc.user:"));
+      const u = k ? JSON.parse(sessionStorage.getItem(k)) : null;
+      return u && { token: u.access_token, expiresAt: u.expires_at, refresh: Boolean(u.refresh_token), now: Date.now() };
+    });
+  const before = await session();
+  if (!before?.refresh) fail("the login brought no refresh token (offline_access)");
+  await page.evaluate(() => (window.__e2eNoReload = true));
+  await ctx.clock.fastForward(before.expiresAt * 1000 - before.now + 5000);
+  let renewed = null;
+  for (let i = 0; i < 100 && !(renewed && renewed.token !== before.token); i++) {
+    await page.waitForTimeout(100);
+    renewed = await session();
+  }
+  if (!renewed || renewed.token === before.token) fail("the expired access token was not renewed");
+  if (renewed.expiresAt * 1000 <= renewed.now) fail("the renewed access token is already expired");
+  if (!(await page.evaluate(() => window.__e2eNoReload === true))) fail("the page reloaded to renew the token");
+  await peersHeading(page).waitFor();
+  await page.getByText(/^\d+ shown of \d+/).waitFor(); // the list loaded with the renewed token
+  ok("expired access token renewed with the refresh token, without a reload or a login");
 
   await snap(page, "peers-empty");
 
@@ -168,14 +267,50 @@ try {
   await page.getByRole("button", { name: "Switch to dark theme" }).click();
   if ((await scheme()) !== "dark") fail("the theme toggle did not switch to dark");
   await page.reload();
-  await page.getByRole("heading", { name: "Peers", level: 2 }).waitFor();
+  await peersHeading(page).waitFor();
   if ((await scheme()) !== "dark") fail("the dark theme was not kept across a reload");
   ok("theme toggle switches to dark and keeps it across a reload (session restored from sessionStorage)");
   await page.getByRole("button", { name: "Switch to light theme" }).click();
 
-  // Setup keys: create one with the UI.
-  await page.getByRole("link", { name: "Setup keys" }).click();
-  await page.getByRole("heading", { name: "Setup keys", level: 2 }).waitFor();
+  // Keyboard only: Tab into the navigation, open Groups, open the create
+  // dialog, fill and submit it, open it again and close it with Escape.
+  const groupName = "e2e-mesh";
+  await page.evaluate(() => {
+    document.activeElement?.blur?.();
+    window.scrollTo(0, 0);
+  });
+  await tabTo(page, "the Groups link", () => {
+    const a = document.activeElement;
+    return !!a && !!a.closest("nav[aria-label=Main]") && a.textContent?.trim() === "Groups";
+  });
+  await page.keyboard.press("Enter");
+  await page.getByRole("heading", { name: "Groups", level: 2 }).waitFor();
+  await tabTo(page, "the Create group button", () => document.activeElement?.textContent?.trim() === "Create group");
+  await page.keyboard.press("Enter");
+  const gDialog = page.getByRole("dialog", { name: "Create a group" });
+  await gDialog.waitFor();
+  if (!(await page.evaluate(() => document.activeElement?.closest("[role=dialog]") !== null))) fail("focus did not move into the dialog");
+  await page.keyboard.press("Enter"); // empty name: refused before sending
+  await gDialog.getByText("A group needs a name").waitFor();
+  await page.keyboard.type(groupName);
+  await page.keyboard.press("Enter");
+  await gDialog.waitFor({ state: "hidden" });
+  await page.locator(`tr[data-group-name="${groupName}"]`).waitFor();
+  ok("keyboard: Tab to the navigation, open Groups, open the form, submit it with Enter (validated first)");
+  if (!(await page.evaluate(() => document.activeElement?.textContent?.trim() === "Create group"))) {
+    await tabTo(page, "the Create group button", () => document.activeElement?.textContent?.trim() === "Create group");
+  }
+  await page.keyboard.press("Enter");
+  await gDialog.waitFor();
+  await snap(page, "group-create");
+  await page.keyboard.press("Escape");
+  await gDialog.waitFor({ state: "hidden" });
+  if (!(await page.evaluate(() => document.activeElement?.textContent?.trim() === "Create group"))) fail("focus did not return to the button that opened the dialog");
+  ok("keyboard: Escape closes the dialog and focus returns to its button");
+  await snap(page, "groups");
+
+  // Setup keys: create one with the UI (reusable: both agents join with it).
+  await open(page, "Setup keys");
   await page.getByRole("button", { name: "Create setup key" }).click();
   const dialog = page.getByRole("dialog");
   await dialog.getByRole("button", { name: "Create key" }).click();
@@ -183,6 +318,7 @@ try {
   ok("setup-key form validates before sending");
   const keyName = `e2e-${Date.now()}`;
   await dialog.getByRole("textbox", { name: /^Name/ }).fill(keyName);
+  await dialog.getByText("Reusable", { exact: true }).click();
   await dialog.getByLabel("Expires in (days)").fill("7");
   await snap(page, "setup-key-create");
   await dialog.getByRole("button", { name: "Create key" }).click();
@@ -200,32 +336,133 @@ try {
   await snap(page, "setup-keys");
 
   // Peers page open while the agent joins: the list must refresh by itself.
-  await page.getByRole("link", { name: "Peers" }).click();
-  await page.getByRole("heading", { name: "Peers", level: 2 }).waitFor();
-  console.log(`SETUP_KEY=${key}`);
-  if (process.env.WIREMESH_SKIP_JOIN === "1") {
-    console.log("skip - peer join (WIREMESH_SKIP_JOIN=1)");
+  await open(page, "Peers");
+  const peerRow = (n) => page.locator(`[role=row][data-peer-name="${n}"]`);
+  let a = "";
+  let b = "";
+  if (!agents) {
+    console.log(`SETUP_KEY=${key}`);
+    console.log("skip - agents (WIREMESH_SKIP_JOIN=1)");
   } else {
-    const line = await waitLine("JOINED ", joinTimeout);
-    const peerName = line.slice("JOINED ".length).trim();
+    a = await joinAgent(`SETUP_KEY=${key}`);
     const t0 = Date.now();
-    const row = page.locator(`[role=row][data-peer-name="${peerName}"]`);
     try {
-      await row.getByText("online", { exact: true }).waitFor({ timeout: 5000 });
+      await peerRow(a).getByText("online", { exact: true }).waitFor({ timeout: 5000 });
     } catch {
       const names = await page.locator("[role=row][data-peer-name]").evaluateAll((rs) => rs.map((r) => r.getAttribute("data-peer-name")));
-      fail(`peer ${peerName} not shown online within 5 s without a reload (rows: ${names.join(", ") || "none"})`);
+      fail(`peer ${a} not shown online within 5 s without a reload (rows: ${names.join(", ") || "none"})`);
     }
-    ok(`peer ${peerName} shown online ${Date.now() - t0} ms after JOINED, without a reload`);
-    await page.getByLabel("Search peers").fill(peerName);
-    await row.waitFor();
+    ok(`peer ${a} shown online ${Date.now() - t0} ms after JOINED, without a reload`);
+    await page.getByLabel("Search peers").fill(a);
+    await peerRow(a).waitFor();
     await page.getByLabel("Search peers").fill("");
     ok("peer found by search");
   }
-  await snap(page, "peers");
+
+  // Settings: peer approval on.
+  await open(page, "Settings");
+  await snap(page, "settings");
+  const approval = page.getByRole("switch", { name: "Peer approval" });
+  if (await approval.isChecked()) fail("peer approval is on in a fresh account");
+  await approval.click({ force: true });
+  await page.getByRole("button", { name: "Save", exact: true }).click();
+  await page.getByText(/^Saved:/).waitFor();
+  await page.reload();
+  await page.getByRole("heading", { name: "Settings", level: 2 }).waitFor();
+  if (!(await page.getByRole("switch", { name: "Peer approval" }).isChecked())) fail("peer approval is not on after saving and reloading");
+  ok("settings: peer approval turned on and saved");
+
+  await open(page, "Peers");
+  if (agents) {
+    // A second agent joins pending: listed as such, unreachable until approved.
+    b = await joinAgent("JOIN_AGAIN");
+    await peerRow(b).getByText("pending", { exact: true }).waitFor({ timeout: 5000 });
+    ok(`peer ${b} joined and shown pending approval`);
+    await ping(a, b, "noreach");
+    ok(`${a} does not reach the pending ${b}`);
+    await snap(page, "peers");
+    await peerRow(b).getByRole("link", { name: b }).click();
+    await page.getByRole("heading", { name: b, level: 2 }).waitFor();
+    await snap(page, "peer-pending");
+    await page.getByRole("button", { name: `Approve ${b}` }).click();
+    await page.getByRole("button", { name: `Approve ${b}` }).waitFor({ state: "detached" });
+    await ping(a, b, "reach");
+    ok(`${b} approved on its page; ${a} now reaches it (Default policy)`);
+    await snap(page, "peer");
+  }
+
+  // Access policies: the Default policy off (the agents lose each other),
+  // a group with both and a policy for it (they reach each other again),
+  // that policy off (they do not).
+  await open(page, "Access policies");
+  await snap(page, "policies");
+  const sw = (name) => page.getByRole("switch", { name: `${name} enabled` });
+  await sw("Default").click({ force: true });
+  await page.waitForFunction(() => {
+    const s = [...document.querySelectorAll("[role=switch]")].find((e) => e.getAttribute("aria-label") === "Default enabled");
+    return s && !s.checked;
+  });
+  await page.reload();
+  await page.getByRole("heading", { name: "Access policies", level: 2 }).waitFor();
+  if (await sw("Default").isChecked()) fail("the Default policy is still enabled after switching it off");
+  if (agents) await ping(a, b, "noreach");
+  ok("Default policy disabled" + (agents ? `: ${a} no longer reaches ${b}` : ""));
+
+  if (agents) {
+    await open(page, "Groups");
+    await page.getByRole("button", { name: `Edit ${groupName}` }).click();
+    const ed = page.getByRole("dialog");
+    for (const n of [a, b]) {
+      await ed.getByRole("combobox", { name: "Peers" }).click();
+      await page.getByRole("option", { name: new RegExp(`^${n}\\b`) }).click();
+    }
+    await page.keyboard.press("Escape"); // closes the picker, not the dialog
+    if (!(await ed.isVisible())) fail("Escape in the peer picker closed the whole dialog");
+    await ed.getByRole("button", { name: /^Save/ }).click();
+    await ed.waitFor({ state: "hidden" });
+    await page.locator(`tr[data-group-name="${groupName}"]`).getByText("2", { exact: true }).first().waitFor();
+    ok(`group ${groupName} holds ${a} and ${b}`);
+  }
+
+  await open(page, "Access policies");
+  await page.getByRole("button", { name: "Create policy" }).click();
+  const pd = page.getByRole("dialog");
+  await pd.getByRole("button", { name: "Create policy" }).click();
+  await pd.getByText("A policy needs a name").waitFor();
+  ok("policy editor validates before sending");
+  await pd.getByRole("textbox", { name: /^Name/ }).fill("e2e-ping");
+  for (const side of ["Sources", "Destinations"]) {
+    await pd.getByRole("combobox", { name: side }).click();
+    await page.getByRole("option", { name: new RegExp(`^${groupName}\\b`) }).click();
+    await page.keyboard.press("Escape");
+  }
+  if (!(await pd.isVisible())) fail("Escape in a picker closed the whole dialog");
+  await snap(page, "policy-create");
+  await pd.getByRole("button", { name: "Create policy" }).click();
+  await pd.waitFor({ state: "hidden" });
+  await page.locator(`tr[data-policy-name="e2e-ping"]`).waitFor();
+  if (agents) await ping(a, b, "reach");
+  ok(`policy e2e-ping (group ${groupName} to itself) created` + (agents ? `: ${a} reaches ${b} again` : ""));
+
+  await sw("e2e-ping").click({ force: true });
+  await page.waitForFunction(() => {
+    const s = [...document.querySelectorAll("[role=switch]")].find((e) => e.getAttribute("aria-label") === "e2e-ping enabled");
+    return s && !s.checked;
+  });
+  if (agents) await ping(a, b, "noreach");
+  ok("policy e2e-ping disabled" + (agents ? `: ${a} no longer reaches ${b}` : ""));
+  await snap(page, "policies-edited");
+
+  // Test access, on the policies page.
+  const tab = page.getByRole("tab", { name: /Test access/ });
+  if (await tab.count()) {
+    await tab.click();
+    await snap(page, "policies-test-access");
+    await page.getByRole("tab", { name: /Policies/ }).click();
+  }
 
   // Revoke, then delete, the key: both confirmed.
-  await page.getByRole("link", { name: "Setup keys" }).click();
+  await open(page, "Setup keys");
   const keyRow = page.locator(`tr[data-key-name="${keyName}"]`);
   await keyRow.getByRole("button", { name: `Revoke ${keyName}` }).click();
   await snap(page, "setup-key-revoke-confirm");
@@ -237,14 +474,91 @@ try {
   await keyRow.waitFor({ state: "detached" });
   ok("setup key deleted after confirmation");
 
-  // Coming pages are listed, disabled.
-  const coming = page.locator("nav[aria-label=Main] [data-disabled], nav[aria-label=Main] [aria-disabled=true]");
-  if ((await coming.count()) < 5) fail("the navigation does not list the coming pages");
+  // The remaining pages.
+  await open(page, "Posture checks");
+  await snap(page, "posture-checks");
+  await page.getByRole("button", { name: /^Create/ }).first().click();
+  await page.getByRole("dialog").waitFor();
+  await snap(page, "posture-check-create");
+  await page.keyboard.press("Escape");
+  await page.getByRole("dialog").waitFor({ state: "hidden" });
+  await open(page, "Service users & tokens", "Users");
+  await snap(page, "service-users");
+  await open(page, "Activity");
+  await page.waitForTimeout(500);
+  await snap(page, "activity");
+  await page.goto(base + "/no-such-page");
+  await page.getByRole("heading", { level: 2 }).first().waitFor();
+  await snap(page, "not-found");
+
+  // Users: invite by link; the invitee sets a password on the invite page
+  // and logs in.
+  await page.goto(base + "/users");
+  await page.getByRole("heading", { name: "Users", level: 2 }).waitFor();
+  await page.getByRole("button", { name: "Add user" }).click();
+  const ud = page.getByRole("dialog");
+  await ud.getByText("Invite link (they choose a password)").click();
+  const invitee = `invitee-${Date.now()}@example.com`;
+  await ud.getByRole("textbox", { name: /^E-mail/ }).fill(invitee);
+  await ud.getByRole("textbox", { name: /^Name/ }).fill("Invited E2e");
+  await snap(page, "user-invite");
+  await ud.getByRole("button", { name: "Create invite link" }).click();
+  const link = (await ud.getByTestId("invite-link").innerText()).trim();
+  if (!link.startsWith(base + "/invite?token=")) fail(`invite link ${JSON.stringify(link)}, want ${base}/invite?token=…`);
+  await ud.getByRole("button", { name: "Done" }).click();
+  await page.getByRole("table", { name: "Pending invite links" }).getByText(invitee).waitFor();
+  ok("invite link created; listed as pending");
+  await snap(page, "users");
+  await page.getByRole("button", { name: "My tokens" }).click();
+  await page.getByRole("dialog").getByLabel(/^New token name/).waitFor();
+  await snap(page, "tokens");
+  await page.keyboard.press("Escape");
+  await page.getByRole("dialog").waitFor({ state: "hidden" });
+
+  const ictx = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: "light" });
+  try {
+    const ip = await ictx.newPage();
+    ip.on("pageerror", (e) => consoleErrors.push(`invitee: ${e}`));
+    await ip.goto(link);
+    await ip.getByRole("heading", { name: "Join wiremesh" }).waitFor();
+    await ip.getByLabel(/^Password/).waitFor();
+    await snap(ip, "invite");
+    const ipw = `Inv-${randomBytes(9).toString("base64url")}!3`;
+    await ip.getByLabel(/^Password/).fill(ipw);
+    await ip.getByLabel("Repeat the password").fill(ipw + "x");
+    await ip.getByRole("button", { name: "Set password" }).click();
+    await ip.getByText(/do not match|differ/i).first().waitFor();
+    await ip.getByLabel("Repeat the password").fill(ipw);
+    await ip.getByRole("button", { name: "Set password" }).click();
+    await ip.getByText(`Your password is set. Log in with ${invitee}.`).waitFor();
+    await snap(ip, "invite-done");
+    await ip.getByRole("button", { name: "Log in" }).click();
+    await idpLogin(ip, invitee, ipw);
+    await ip.getByRole("button", { name: new RegExp(`^User menu: .*(${invitee}|Invited E2e)`) }).waitFor({ timeout: 15000 });
+    ok("the invitee chose a password on the invite page and logged in");
+    await ip.goto(link);
+    await ip.getByRole("alert").first().waitFor();
+    ok("the used invite link is refused");
+  } finally {
+    await ictx.close();
+  }
+  await page.reload();
+  await page.getByRole("heading", { name: "Users", level: 2 }).waitFor();
+  await page.getByRole("table", { name: "Users" }).getByText(invitee).waitFor();
+  ok("the invitee is listed among the users");
+
+  // The navigation lists every page of the dashboard (those not built yet
+  // are disabled).
+  const navText = await page.locator("nav[aria-label=Main]").innerText();
+  const want = ["Peers", "Setup keys", "Groups", "Access policies", "Posture checks", "Users", "Networks", "DNS", "Activity", "Settings"];
+  const absent = want.filter((w) => !navText.includes(w));
+  if (absent.length) fail(`the navigation lacks ${absent.join(", ")}`);
 
   // Logout ends the session at the identity provider too.
   await page.getByRole("button", { name: /^User menu/ }).click();
   await page.getByRole("menuitem", { name: "Log out" }).click();
   await loginHeading.waitFor({ timeout: 15000 });
+  await snap(page, "login");
   const after = await page.evaluate(() => Object.keys(sessionStorage).filter((k) => k.startsWith("oidc.user:")));
   if (after.length) fail(`session still stored after logout: ${after.join(", ")}`);
   await page.getByRole("button", { name: "Log in" }).click();
@@ -252,10 +566,13 @@ try {
   if (!(await page.locator("#password").isVisible())) fail("after logout the identity provider did not ask for the password again");
   ok("logout ended the session here and at the identity provider");
 
+  if (a11yProblems.length) fail(`axe-core: ${a11yProblems.length} serious or critical violation(s):\n  ${a11yProblems.join("\n  ")}`);
+  ok(`axe-core: ${checked.size} pages and dialogs, light and dark, without a serious or critical violation`);
   if (consoleErrors.length) fail(`page errors: ${consoleErrors.join("; ")}`);
   console.log(`screenshots in ${shots}`);
   console.log(`e2e: ${passed} passed, 0 failed`);
 } catch (e) {
+  if (a11yProblems.length && !(e instanceof Error && e.message.startsWith("axe-core"))) console.log(`axe-core so far:\n  ${a11yProblems.join("\n  ")}`);
   console.log(`FAIL: ${e instanceof Error ? e.message : String(e)}`);
   console.log(`e2e: ${passed} passed, 1 failed`);
   code = 1;

@@ -41,7 +41,8 @@ export function AppRoutes({ initialSetupRequired, loginError }: { initialSetupRe
       </Lazy>
     );
   }
-  if (!user || user.expired) {
+  // An expired session with a refresh token is being renewed (Auth.token): stay.
+  if (!user || (user.expired && !user.refresh_token)) {
     const returnTo = loc.pathname === "/setup" || loc.pathname === "/login" ? "/peers" : loc.pathname + loc.search;
     return <LoginPage returnTo={returnTo} error={loginError} />;
   }

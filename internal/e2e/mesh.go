@@ -69,8 +69,10 @@ type Mesh struct {
 	DataDir string
 	// StoreArgs select the store engine (none: SQLite in DataDir).
 	StoreArgs []string
-	Key       string
-	Server    *proctest.Proc
+	// ServerArgs are added to the server's command line.
+	ServerArgs []string
+	Key        string
+	Server     *proctest.Proc
 	// AgentEnv is added to every agent daemon's environment.
 	AgentEnv []string
 }
@@ -104,6 +106,7 @@ func (m *Mesh) StartServer() {
 	args := append([]string{proctest.Binary(m.t, "netbird-server"), "--datadir", m.DataDir,
 		"--listen", netlab.PubAddr + ":" + mgmtPort, "--stun-port", "3478", "--public-address", netlab.PubAddr,
 		"--metrics-addr", netlab.PubAddr + ":" + serverMetricsPort}, m.StoreArgs...)
+	args = append(args, m.ServerArgs...)
 	m.Server = proctest.StartCmd(m.t, m.Lab.Cmd(m.Lab.NS("pub"), args...), nil)
 	m.Server.Wait(m.t, regexp.MustCompile(`setup-keys create`), 20*time.Second)
 }

@@ -30,6 +30,14 @@ func Root() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
+// DashboardBuilt reports whether the dashboard's production build
+// (dashboard/dist, from `npm run build`) exists: the servers Binary builds
+// then embed it (build tag dashboard).
+func DashboardBuilt() bool {
+	_, err := os.Stat(filepath.Join(Root(), "dashboard", "dist", "index.html"))
+	return err == nil
+}
+
 // Binary returns the path of a built command (e.g. "netbird-server"),
 // building all commands on first use.
 func Binary(t testing.TB, name string) string {
@@ -39,7 +47,11 @@ func Binary(t testing.TB, name string) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", buildDir+"/", "./cmd/...", "./management/cmd/...", "./signal/cmd/...", "./relay/cmd/...", "./client/cmd/...", "./bench/plainwg", "./internal/testnats/testnatsd")
+		args := []string{"build", "-o", buildDir + "/"}
+		if DashboardBuilt() {
+			args = append(args, "-tags", "dashboard") // the servers embed it
+		}
+		cmd := exec.Command("go", append(args, "./cmd/...", "./management/cmd/...", "./signal/cmd/...", "./relay/cmd/...", "./client/cmd/...", "./bench/plainwg", "./internal/testnats/testnatsd")...)
 		cmd.Dir = Root()
 		out, err := cmd.CombinedOutput()
 		if err != nil {

@@ -65,7 +65,10 @@ export interface paths {
         /** Lists users */
         get: operations["getUsers"];
         put?: never;
-        /** Creates a user or service user */
+        /**
+         * Creates a user or service user
+         * @description A person (is_service_user false, with the built-in identity provider): with SMTP configured (--smtp-host) the person is invited by e-mail, with a single-use link to set the password that is never in this answer; 502 when the mail server does not take the message, and then no user is created. Without SMTP the answer holds a generated password, returned once.
+         */
         post: operations["postUsers"];
         delete?: never;
         options?: never;
@@ -135,7 +138,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Sends a user's invitation again */
+        /**
+         * Sends a user's invitation again
+         * @description With SMTP configured (--smtp-host) and the built-in identity provider: mails a user who has not logged in yet a fresh single-use link to set its password; the previous link stops working. 412 without SMTP or with an external identity provider; 422 for a service user, a blocked user or one who has logged in; 502 when the mail server does not take the message (no link of the user is then left valid).
+         */
         post: operations["postUsersUserIdInvite"];
         delete?: never;
         options?: never;
@@ -1183,11 +1189,14 @@ export interface components {
             auto_groups: string[];
             usage_limit?: number;
             ephemeral?: boolean;
+            /** @description Only false: this server does not publish extra DNS labels, and true is refused with 422 */
             allow_extra_dns_labels?: boolean;
         };
         SetupKeyRequest: {
             revoked: boolean;
             auto_groups: string[];
+            /** @description Only false: this server does not publish extra DNS labels, and true is refused with 422 */
+            allow_extra_dns_labels?: boolean;
         };
         Country: {
             country_name: string;

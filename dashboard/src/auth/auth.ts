@@ -35,9 +35,12 @@ export class Auth {
       extraQueryParams: extra,
       userStore: new WebStorageStateStore({ store: window.sessionStorage }),
       stateStore: new WebStorageStateStore({ store: window.sessionStorage }),
-      automaticSilentRenew: true,
       // Renewal uses the refresh token; without one (an issuer that gives
-      // none) the session ends when the access token does.
+      // none) the session ends when the access token does. It runs here
+      // (renew), not in the library's own timer, so that the timer and a
+      // call finding the token expired share one refresh: a refresh token
+      // is single-use, and a second concurrent refresh with it is refused.
+      automaticSilentRenew: false,
       revokeTokensOnSignout: false, // done by logout(), tolerating issuers without revocation
       loadUserInfo: false,
     });
@@ -47,32 +50,49 @@ export class Auth {
     };
     this.manager.events.addUserLoaded((u) => set(u));
     this.manager.events.addUserUnloaded(() => set(null));
-    this.manager.events.addSilentRenewError(() => {
-      // The refresh token was refused or expired: log in again.
-      void this.manager.removeUser();
+    this.manager.events.addAccessTokenExpiring(() => {
+      void this.renew().then((u) => {
+        // The refresh token was refused or expired: log in again.
+        if (!u) void this.manager.removeUser();
+      });
     });
   }
 
   /** Loads a session kept in this tab, if it is still usable. */
   async restore(): Promise<User | null> {
     let u = await this.manager.getUser();
+    this.user = u;
     if (u && u.expired) {
-      try {
-        u = u.refresh_token ? await this.manager.signinSilent() : null;
-      } catch {
-        u = null;
-      }
+      u = await this.renew();
       if (!u) await this.manager.removeUser();
     }
     this.user = u;
     return u;
   }
 
-  /** The access token the API takes, or null. */
-  token(): string | null {
-    const u = this.user;
+  /**
+   * The access token the API takes, or null. An expired one (the tab slept
+   * past the renewal timer, or the clock jumped) is renewed first with the
+   * refresh token, once for all the calls waiting on it, without a reload.
+   */
+  async token(): Promise<string | null> {
+    let u = this.user;
+    if (u && u.expired && u.refresh_token) u = await this.renew();
     if (!u || u.expired) return null;
     return u.access_token;
+  }
+
+  private renewing: Promise<User | null> | null = null;
+
+  private renew(): Promise<User | null> {
+    if (!this.user?.refresh_token) return Promise.resolve(null);
+    this.renewing ??= this.manager
+      .signinSilent()
+      .catch(() => null)
+      .finally(() => {
+        this.renewing = null;
+      });
+    return this.renewing;
   }
 
   current(): User | null {

@@ -4,14 +4,13 @@
  * virtualised grid so 5,000 rows scroll smoothly.
  */
 import { Alert, Anchor, Badge, Box, Group, Select, Stack, Text, TextInput, Title, Tooltip, UnstyledButton } from "@mantine/core";
-import { useDebouncedValue } from "@mantine/hooks";
 import { useVirtualizer } from "@tanstack/react-virtual";
-import { useMemo, useRef, useState } from "react";
+import { memo, useDeferredValue, useEffect, useMemo, useRef, useState } from "react";
 import { Link as RouterLink } from "react-router";
 import { messageOf, type Peer } from "../api/client";
 import { LIVE_INTERVAL_MS, usePoll } from "../api/poll";
 import { useApp } from "../app";
-import { defaultQuery, lastSeenText, osFamilies, queryPeers, type PeerQuery, type SortKey, type StatusFilter } from "../peers/filter";
+import { defaultQuery, filterPeers, lastSeenText, osFamilies, prepareSearch, sortPeers, type PeerQuery, type SortKey, type StatusFilter } from "../peers/filter";
 import classes from "./PeersPage.module.css";
 
 const ROW_HEIGHT = 52;
@@ -79,11 +78,13 @@ function GroupsCell({ p }: { p: Peer }) {
   );
 }
 
-function Row({ p }: { p: Peer }) {
+// A row renders again only when its peer object changes (a refresh), not
+// when a search moves it within the list.
+const Row = memo(function Row({ p }: { p: Peer }) {
   return (
     <>
       <div role="cell" className={classes.cell}>
-        <Anchor component={RouterLink} to={`/peers/${encodeURIComponent(p.id)}`} size="sm" fw={500} truncate="end" display="block">
+        <Anchor component={RouterLink} to={`/peers/${encodeURIComponent(p.id)}`} size="sm" fw={500} truncate="end" display="block" underline="hover">
           {p.name}
         </Anchor>
         {p.hostname && p.hostname !== p.name && (
@@ -140,26 +141,62 @@ function Row({ p }: { p: Peer }) {
       </div>
     </>
   );
+});
+
+type Choice = { value: string; label: string };
+
+/**
+ * The previous choices while a refresh brings the same ones, so that the
+ * filter pickers (and the list of every group) are not rendered again every
+ * 2 s.
+ */
+function useSameChoices(next: Choice[]): Choice[] {
+  const [kept, setKept] = useState(next);
+  const same = kept.length === next.length && kept.every((c, i) => c.value === next[i]?.value && c.label === next[i]?.label);
+  if (!same) setKept(next);
+  return same ? kept : next;
 }
 
 export function PeersPage() {
   const { api } = useApp();
   const peers = usePoll((signal) => api.get("/api/peers", { signal }), LIVE_INTERVAL_MS);
   const [q, setQ] = useState<PeerQuery>(defaultQuery);
-  const [search] = useDebouncedValue(q.search, 60);
+  // The list follows the search box at a lower priority than the typing
+  // (React drops stale renders), so no debounce delays it.
+  const search = useDeferredValue(q.search);
   const all = useMemo(() => peers.data ?? [], [peers.data]);
 
-  const groups = useMemo(() => {
-    const m = new Map<string, string>();
-    for (const p of all) for (const g of p.groups) m.set(g.id, g.name);
-    return [...m].map(([value, label]) => ({ value, label })).sort((a, b) => a.label.localeCompare(b.label));
-  }, [all]);
-  const oses = useMemo(() => osFamilies(all).map((o) => ({ value: o, label: o })), [all]);
-  const rows = useMemo(() => queryPeers(all, { ...q, search }), [all, q, search]);
+  const groups = useSameChoices(
+    useMemo(() => {
+      const m = new Map<string, string>();
+      for (const p of all) for (const g of p.groups) m.set(g.id, g.name);
+      return [...m].map(([value, label]) => ({ value, label })).sort((a, b) => a.label.localeCompare(b.label));
+    }, [all]),
+  );
+  const oses = useSameChoices(useMemo(() => osFamilies(all).map((o) => ({ value: o, label: o })), [all]));
+  // Sorted once per list or sort change; a search only filters the sorted
+  // list (filtering keeps the order), so a keystroke over 5,000 peers costs
+  // a scan, not a sort.
+  const sorted = useMemo(() => sortPeers(all, q.sort, q.dir), [all, q.sort, q.dir]);
+  useEffect(() => prepareSearch(all), [all]); // after the paint, not on a keystroke
+  const rows = useMemo(() => filterPeers(sorted, { search, status: q.status, group: q.group, os: q.os }), [sorted, search, q.status, q.group, q.os]);
   const online = useMemo(() => all.filter((p) => p.connected).length, [all]);
 
   const scrollRef = useRef<HTMLDivElement>(null);
   const virt = useVirtualizer({ count: rows.length, getScrollElement: () => scrollRef.current, estimateSize: () => ROW_HEIGHT, overscan: 12 });
+
+  // The filter pickers (one lists every group) are not rendered again on a
+  // keystroke in the search box.
+  const filters = useMemo(
+    () => (
+      <>
+        <Select label="Status" data={statusOptions} value={q.status} onChange={(v) => setQ((o) => ({ ...o, status: (v as StatusFilter) ?? "all" }))} allowDeselect={false} w={180} />
+        <Select label="Group" data={groups} value={q.group || null} onChange={(v) => setQ((o) => ({ ...o, group: v ?? "" }))} placeholder="Any group" clearable searchable w={200} />
+        <Select label="OS" data={oses} value={q.os || null} onChange={(v) => setQ((o) => ({ ...o, os: v ?? "" }))} placeholder="Any OS" clearable w={160} />
+      </>
+    ),
+    [q.status, q.group, q.os, groups, oses],
+  );
 
   const sortBy = (k: SortKey) =>
     setQ((o) => ({ ...o, sort: k, dir: o.sort === k && o.dir === "asc" ? "desc" : "asc" }));
@@ -184,9 +221,7 @@ export function PeersPage() {
           w={280}
           type="search"
         />
-        <Select label="Status" data={statusOptions} value={q.status} onChange={(v) => setQ((o) => ({ ...o, status: (v as StatusFilter) ?? "all" }))} allowDeselect={false} w={180} />
-        <Select label="Group" data={groups} value={q.group || null} onChange={(v) => setQ((o) => ({ ...o, group: v ?? "" }))} placeholder="Any group" clearable searchable w={200} />
-        <Select label="OS" data={oses} value={q.os || null} onChange={(v) => setQ((o) => ({ ...o, os: v ?? "" }))} placeholder="Any OS" clearable w={160} />
+        {filters}
       </Group>
       {peers.error !== null && (
         <Alert color="red" role="alert" title="Could not load the peers">

@@ -53,6 +53,14 @@ function hay(p: Peer): string {
   return h;
 }
 
+/**
+ * Computes the search text of every peer ahead of the first search, so that
+ * a keystroke after a list refresh (new peer objects every 2 s) only scans.
+ */
+export function prepareSearch(peers: readonly Peer[]): void {
+  for (const p of peers) hay(p);
+}
+
 export function matchesStatus(p: Peer, s: StatusFilter): boolean {
   switch (s) {
     case "all":
