@@ -310,7 +310,12 @@ func (c *Conn) run(ctx context.Context) {
 					}
 				case signalpb.Body_CANDIDATE:
 					c.addCandidate(s, ev.GetPayload())
-					c.resendCandidates(ctx, s)
+					if s.connecting {
+						// Only once this session knows the remote's
+						// credentials: a late candidate of the remote's
+						// previous agent proves nothing about its next one.
+						c.resendCandidates(ctx, s)
+					}
 				}
 			case iceState:
 				if s == nil || ev.gen != s.gen {

@@ -30,7 +30,9 @@ var defaultDenied = []string{
 	"ff00::/8",           // multicast
 	"::ffff:0:0/96",      // IPv4-mapped (checked unmapped as IPv4 too)
 	"64:ff9b::/96",       // NAT64: would reach any IPv4 address, denied ones included
+	"64:ff9b:1::/48",     // local-use NAT64 (RFC 8215): the same reach as the well-known prefix
 	"2002::/16",          // 6to4, likewise
+	"fec0::/10",          // deprecated site-local
 	"fc00::/7",           // unique local: the overlay's IPv6 range
 	"100::/64",           // discard-only
 	"2001:db8::/32",      // documentation

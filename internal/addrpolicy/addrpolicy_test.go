@@ -21,6 +21,7 @@ func TestAllowed(t *testing.T) {
 		{"127.0.0.1", false}, {"::1", false}, {"169.254.169.254", false}, {"100.64.1.1", false}, {"224.0.0.1", false},
 		{"10.1.2.3", false}, {"172.16.0.1", false}, {"192.168.1.1", false}, {"::ffff:127.0.0.1", false}, {"::ffff:10.0.0.1", false},
 		{"fe80::1", false}, {"fd00::1", false}, {"198.51.200.7", false}, {own.String(), false},
+		{"64:ff9b:1::7f00:1", false}, {"fec0::1", false},
 		{"10.9.1.1", true}, {"8.8.8.8", true}, {"2606:4700::1111", true},
 	} {
 		if got := p.Allowed(netip.MustParseAddr(c.addr)); got != c.want {

@@ -184,7 +184,8 @@ func (a *API) uploadBundle(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("%w: too many wrong upload tokens from this address; wait a minute", errTooManyTokens)
 	}
-	j, err := a.o.Jobs.Check(r.Context(), strings.TrimSpace(cred))
+	cred = strings.TrimSpace(cred)
+	j, err := a.o.Jobs.Check(r.Context(), cred)
 	if err != nil {
 		if errors.Is(err, jobs.ErrBadToken) {
 			res.Fail()
@@ -203,7 +204,7 @@ func (a *API) uploadBundle(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Authenticated: the body may take longer than the default deadline.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(uploadBodyTimeout))
-	key, err := a.o.Jobs.Upload(r.Context(), j, r.Body)
+	key, err := a.o.Jobs.Upload(r.Context(), j, cred, r.Body)
 	if err != nil {
 		return err
 	}

@@ -72,6 +72,10 @@ type Service struct {
 
 	mu      sync.Mutex
 	streams map[account.PeerID]map[chan struct{}]struct{}
+	// uploading holds the jobs whose bundle is being read here: a second
+	// upload with the same token is refused before its body is read, so
+	// one token cannot make this instance hold many bundles at once.
+	uploading map[account.JobID]bool
 }
 
 // New returns a Service; call Run to deliver jobs created elsewhere and
@@ -213,16 +217,19 @@ func (s *Service) Bundle(ctx context.Context, acc account.ID, peer account.PeerI
 // SetSupport records what the peer's agent announced on Sync. It reads
 // first: a reconnect storm of unchanged peers writes nothing.
 func (s *Service) SetSupport(ctx context.Context, acc account.ID, peer account.PeerID, upload bool) error {
-	return s.o.Store.Read(ctx, func(tx *store.Tx) error {
-		a := tx.In(acc)
-		cur, err := a.JobSupport(ctx, peer)
-		if err != nil {
-			return err
-		}
-		if cur == upload { // a missing row reads false, as it should
-			return nil
-		}
-		return a.SetJobSupport(ctx, peer, upload)
+	var cur bool
+	if err := s.o.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		cur, err = tx.In(acc).JobSupport(ctx, peer)
+		return err
+	}); err != nil {
+		return err
+	}
+	if cur == upload { // a missing row reads false, as it should
+		return nil
+	}
+	return s.o.Store.Tx(ctx, func(tx *store.Tx) error {
+		return tx.In(acc).SetJobSupport(ctx, peer, upload)
 	})
 }
 
@@ -385,7 +392,26 @@ func (s *Service) Check(ctx context.Context, presented string) (account.Job, err
 
 // Upload stores body as the bundle of the job Check returned and answers
 // its upload key. At most MaxBundle bytes are read (and held).
-func (s *Service) Upload(ctx context.Context, j account.Job, body io.Reader) (string, error) {
+func (s *Service) Upload(ctx context.Context, j account.Job, presented string, body io.Reader) (string, error) {
+	tok, err := base64.RawURLEncoding.DecodeString(presented)
+	if err != nil || len(tok) != TokenSize {
+		return "", ErrBadToken
+	}
+	s.mu.Lock()
+	if s.uploading == nil {
+		s.uploading = map[account.JobID]bool{}
+	}
+	busy := s.uploading[j.ID]
+	s.uploading[j.ID] = true
+	s.mu.Unlock()
+	if busy {
+		return "", fmt.Errorf("%w: an upload for this job is already in progress", ErrBadToken)
+	}
+	defer func() {
+		s.mu.Lock()
+		delete(s.uploading, j.ID)
+		s.mu.Unlock()
+	}()
 	data, err := io.ReadAll(io.LimitReader(body, MaxBundle+1))
 	if err != nil {
 		return "", fmt.Errorf("read bundle: %w", err)
@@ -405,7 +431,7 @@ func (s *Service) Upload(ctx context.Context, j account.Job, body io.Reader) (st
 	var ok bool
 	err = s.o.Store.Tx(ctx, func(tx *store.Tx) error {
 		var err error
-		ok, err = tx.In(j.AccountID).StoreBundle(ctx, j.ID, data, key, now.Add(-s.o.UploadWindow).UnixNano(), now.UnixNano())
+		ok, err = tx.In(j.AccountID).StoreBundle(ctx, j.ID, hashToken(tok), data, key, now.Add(-s.o.UploadWindow).UnixNano(), now.UnixNano())
 		return err
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package jobs_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -54,5 +55,51 @@ func TestCheckMalformedToken(t *testing.T) {
 		if _, err := s.Check(t.Context(), tok); !errors.Is(err, jobs.ErrBadToken) {
 			t.Errorf("Check(%q) = %v, want ErrBadToken", tok, err)
 		}
+	}
+}
+
+// blockingReader signals its first Read and then fails once released.
+type blockingReader struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (r *blockingReader) Read([]byte) (int, error) {
+	select {
+	case <-r.started:
+	default:
+		close(r.started)
+	}
+	<-r.release
+	return 0, errors.New("client went away")
+}
+
+// TestOneUploadPerJob: while one upload of a job's bundle is being read,
+// another with the same token is refused before its body is read, so one
+// token cannot make the server hold many bundles at once.
+func TestOneUploadPerJob(t *testing.T) {
+	s := jobs.New(jobs.Options{})
+	j := account.Job{ID: "job-1", AccountID: "acc"}
+	tok := jobs.EncodeToken(make([]byte, jobs.TokenSize))
+	slow := &blockingReader{started: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Upload(context.Background(), j, tok, slow)
+		done <- err
+	}()
+	<-slow.started
+	second := &blockingReader{started: make(chan struct{}), release: make(chan struct{})}
+	close(second.release)
+	if _, err := s.Upload(context.Background(), j, tok, second); !errors.Is(err, jobs.ErrBadToken) {
+		t.Fatalf("second upload while the first is read: %v, want ErrBadToken", err)
+	}
+	select {
+	case <-second.started:
+		t.Fatal("the second upload's body was read")
+	default:
+	}
+	close(slow.release)
+	if err := <-done; err == nil {
+		t.Fatal("the failed first upload reported success")
 	}
 }

@@ -139,6 +139,13 @@ func (s *Service) refresh(ctx context.Context, tx *store.Tx, p account.Peer, in 
 		return p, acc, false, err
 	}
 	changed := false
+	if p.Temporary && (in.User != nil || in.SetupKey != "") {
+		// A temporary peer's key was given by an admin for the browser
+		// client, which logs in with the key alone: a device that later
+		// registers that key with a setup key or SSO must not land in the
+		// temporary peer's account.
+		return p, acc, false, ErrOtherUser
+	}
 	if p.UserID != "" {
 		if in.User != nil && in.User.ID != p.UserID {
 			return p, acc, false, ErrOtherUser

@@ -154,6 +154,12 @@ func TestTemporaryPeer(t *testing.T) {
 		if !tp.Temporary || !tp.Ephemeral || tp.ApprovalRequired || !tp.IP.IsValid() || tp.DNSLabel != "browser-ssh" || tp.UserID != "" {
 			t.Fatalf("temporary peer %+v", tp)
 		}
+		// The key an admin gave the browser client cannot be taken over by
+		// a device registering it with a setup key (it would join the
+		// temporary peer's account).
+		if _, _, err := svc.Login(ctx, peers.LoginInput{Key: pk.Public(), SetupKey: secret, Meta: account.Meta{Hostname: "device"}}); !errors.Is(err, peers.ErrOtherUser) {
+			t.Fatalf("setup-key login with a temporary peer's key: %v, want ErrOtherUser", err)
+		}
 		_, pols, es := state()
 		var mine []account.Rule
 		for _, p := range pols {

@@ -155,3 +155,18 @@ func TestDashboardExternal(t *testing.T) {
 		t.Fatalf("no login: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestIssuerWithoutPath: a built-in issuer with no path holds "/" itself;
+// the server starts (registering "/" twice for the dashboard panicked)
+// and serves the provider's discovery there.
+func TestIssuerWithoutPath(t *testing.T) {
+	e := startWith(t, t.TempDir(), server.Options{Identity: server.Identity{BuiltInIssuer: autoIssuerRoot}})
+	resp, err := http.Get("http://" + e.addr + "/.well-known/openid-configuration")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("discovery at the root issuer: %d", resp.StatusCode)
+	}
+}

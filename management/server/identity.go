@@ -155,6 +155,13 @@ func (s *Server) Mount(mux *http.ServeMux) {
 	mux.Handle("/api/", s.REST)
 	if s.IdP != nil {
 		mux.Handle(issuerPath(s.IdP.Issuer())+"/", s.IdP)
+		if issuerPath(s.IdP.Issuer()) == "" {
+			// An issuer without a path holds "/" itself: the dashboard
+			// then has no path of its own (registering "/" twice would
+			// panic), so it is served only with an issuer path such as
+			// the default /oauth2.
+			return
+		}
 	}
 	mux.Handle("/", s.Dashboard)
 }

@@ -70,8 +70,11 @@ func startWith(t testing.TB, dir string, o server.Options, advs ...func(*server.
 		o.Store.SecretKey = testSecretKey
 	}
 	o.Log, o.Advertise, o.Poll = log, adv, 100*time.Millisecond
-	if o.Identity.BuiltInIssuer == autoIssuer {
+	switch o.Identity.BuiltInIssuer {
+	case autoIssuer:
 		o.Identity.BuiltInIssuer = "http://" + ln.Addr().String() + "/oauth2"
+	case autoIssuerRoot:
+		o.Identity.BuiltInIssuer = "http://" + ln.Addr().String()
 	}
 	srv, err := server.Open(ctx, o)
 	if err != nil {
@@ -120,6 +123,10 @@ const testSecretKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 // autoIssuer in Options.Identity.BuiltInIssuer becomes the built-in
 // provider's URL on the test server's port.
 const autoIssuer = "auto"
+
+// autoIssuerRoot is autoIssuer without a path: the issuer is the server's
+// root URL.
+const autoIssuerRoot = "auto-root"
 
 type testWriter struct{ t testing.TB }
 

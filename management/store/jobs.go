@@ -99,9 +99,11 @@ func (tx *Tx) JobByToken(ctx context.Context, tokenHash string) (account.Job, er
 // StoreBundle keeps a job's bundle under uploadKey, once: it reports false
 // unless the job is pending, was delivered after deliveredAfter and has no
 // bundle yet.
-func (a *AccountTx) StoreBundle(ctx context.Context, id account.JobID, data []byte, uploadKey string, deliveredAfter, now int64) (bool, error) {
-	n, err := a.q().exec(ctx, `UPDATE peer_jobs SET upload_key = ?, uploaded_at = ? WHERE id = ? AND account_id = ? AND status = ? AND delivered_at > ? AND uploaded_at = 0`,
-		uploadKey, now, string(id), string(a.id), string(account.JobPending), deliveredAfter)
+func (a *AccountTx) StoreBundle(ctx context.Context, id account.JobID, tokenHash string, data []byte, uploadKey string, deliveredAfter, now int64) (bool, error) {
+	// The token must still be the job's: a job handed out again (a new
+	// token) does not take a bundle uploaded with the old one.
+	n, err := a.q().exec(ctx, `UPDATE peer_jobs SET upload_key = ?, uploaded_at = ? WHERE id = ? AND account_id = ? AND token_hash = ? AND status = ? AND delivered_at > ? AND uploaded_at = 0`,
+		uploadKey, now, string(id), string(a.id), tokenHash, string(account.JobPending), deliveredAfter)
 	if err != nil || n != 1 {
 		return false, mapErr(err)
 	}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -69,10 +70,14 @@ func TestJobsStore(t *testing.T) {
 		var stored, again bool
 		tx(func(tx *store.Tx) error {
 			var err error
-			if stored, err = tx.In(a.ID).StoreBundle(ctx, j.ID, data, "key-1", base.UnixNano(), base.Add(2*time.Second).UnixNano()); err != nil {
+			// Another token than the job's (it was handed out again).
+			if stale, err := tx.In(a.ID).StoreBundle(ctx, j.ID, "hash-other", data, "key-0", base.UnixNano(), base.Add(2*time.Second).UnixNano()); err != nil || stale {
+				return fmt.Errorf("bundle with a token not the job's: stored %v, %v", stale, err)
+			}
+			if stored, err = tx.In(a.ID).StoreBundle(ctx, j.ID, "hash-1", data, "key-1", base.UnixNano(), base.Add(2*time.Second).UnixNano()); err != nil {
 				return err
 			}
-			again, err = tx.In(a.ID).StoreBundle(ctx, j.ID, data, "key-2", base.UnixNano(), base.Add(3*time.Second).UnixNano())
+			again, err = tx.In(a.ID).StoreBundle(ctx, j.ID, "hash-1", data, "key-2", base.UnixNano(), base.Add(3*time.Second).UnixNano())
 			return err
 		})
 		if !stored || again {
