@@ -11,6 +11,7 @@ import { messageOf, type Group as ApiGroup } from "../api/client";
 import { fieldOf } from "../api/fielderror";
 import { LIVE_INTERVAL_MS, usePoll } from "../api/poll";
 import { useApp } from "../app";
+import { ConfirmModal } from "../common/ConfirmModal";
 import { isBuiltIn, validateGroupName } from "../groups/edit";
 
 type Editing = { kind: "create" } | { kind: "edit"; group: ApiGroup };
@@ -116,48 +117,23 @@ function GroupModal({ editing, groups, onClose, onSaved }: { editing: Editing | 
 
 function DeleteModal({ group, onClose, onDone }: { group: ApiGroup | null; onClose: () => void; onDone: () => void }) {
   const { api } = useApp();
-  const [busy, setBusy] = useState(false);
-  const [err, setErr] = useState("");
-  const close = () => {
-    setErr("");
-    onClose();
-  };
-  const run = async () => {
-    if (!group) return;
-    setBusy(true);
-    setErr("");
-    try {
-      await api.delete("/api/groups/{groupId}", { path: { groupId: group.id } });
-      onDone();
-      close();
-    } catch (e) {
-      setErr(messageOf(e));
-    } finally {
-      setBusy(false);
-    }
-  };
   return (
-    <Modal closeButtonProps={{ "aria-label": "Close" }} opened={group !== null} onClose={close} title="Delete group">
-      <Stack>
-        <Text size="sm">
-          &quot;{group?.name}&quot; will be deleted. Its {group?.peers_count ?? 0} peers stay in the account. A group still named by a policy, a setup key or
-          a user cannot be deleted.
-        </Text>
-        <Group justify="flex-end">
-          <Button variant="default" onClick={close}>
-            Cancel
-          </Button>
-          <Button color="red" onClick={() => void run()} loading={busy} aria-describedby={err ? "group-delete-error" : undefined}>
-            Delete
-          </Button>
-        </Group>
-        {err && (
-          <Alert color="red" role="alert" id="group-delete-error" title="The server refused">
-            {err}
-          </Alert>
-        )}
-      </Stack>
-    </Modal>
+    <ConfirmModal
+      opened={group !== null}
+      title="Delete group"
+      verb="Delete"
+      errorId="group-delete-error"
+      errorTitle="The server refused"
+      onClose={onClose}
+      onConfirm={async () => {
+        if (!group) return;
+        await api.delete("/api/groups/{groupId}", { path: { groupId: group.id } });
+        onDone();
+      }}
+    >
+      &quot;{group?.name}&quot; will be deleted. Its {group?.peers_count ?? 0} peers stay in the account. A group still named by a policy, a setup key or a
+      user cannot be deleted.
+    </ConfirmModal>
   );
 }
 

@@ -16,7 +16,6 @@ import {
   Card,
   Code,
   Group,
-  Modal,
   Select,
   SimpleGrid,
   Stack,
@@ -34,6 +33,7 @@ import { ApiError, messageOf, type Peer, type Schemas } from "../api/client";
 type OnePeer = Schemas["Peer"];
 import { LIVE_INTERVAL_MS, usePoll } from "../api/poll";
 import { useApp } from "../app";
+import { ConfirmModal } from "../common/ConfirmModal";
 import { mapPeers, whomReaches, whoReaches, type Link } from "../access/evaluate";
 import { LinkRules } from "../access/RuleText";
 import { useAccessState, usersNote } from "../access/useAccess";
@@ -417,46 +417,24 @@ function DeletePeer({ peer }: { peer: OnePeer }) {
   const { api } = useApp();
   const navigate = useNavigate();
   const [open, setOpen] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [err, setErr] = useState("");
-  const run = async () => {
-    setBusy(true);
-    setErr("");
-    try {
-      await api.delete("/api/peers/{peerId}", { path: { peerId: peer.id } });
-      setOpen(false);
-      void navigate("/peers");
-    } catch (e) {
-      setErr(messageOf(e));
-    } finally {
-      setBusy(false);
-    }
-  };
   return (
     <>
       <Button color="red" variant="light" onClick={() => setOpen(true)}>
         Delete peer
       </Button>
-      <Modal closeButtonProps={{ "aria-label": "Close" }} opened={open} onClose={() => setOpen(false)} title="Delete peer">
-        <Stack>
-          <Text size="sm">
-            &quot;{peer.name}&quot; ({peer.ip}) will be removed from the account and disconnected. It can join again only with a setup key or a user login.
-          </Text>
-          <Group justify="flex-end">
-            <Button variant="default" onClick={() => setOpen(false)}>
-              Cancel
-            </Button>
-            <Button color="red" loading={busy} onClick={() => void run()} aria-describedby={err ? "peer-delete-error" : undefined}>
-              Delete
-            </Button>
-          </Group>
-          {err && (
-            <Alert color="red" role="alert" id="peer-delete-error">
-              {err}
-            </Alert>
-          )}
-        </Stack>
-      </Modal>
+      <ConfirmModal
+        opened={open}
+        title="Delete peer"
+        verb="Delete"
+        errorId="peer-delete-error"
+        onClose={() => setOpen(false)}
+        onConfirm={async () => {
+          await api.delete("/api/peers/{peerId}", { path: { peerId: peer.id } });
+          void navigate("/peers");
+        }}
+      >
+        &quot;{peer.name}&quot; ({peer.ip}) will be removed from the account and disconnected. It can join again only with a setup key or a user login.
+      </ConfirmModal>
     </>
   );
 }

@@ -4,11 +4,12 @@
  * delete (confirmed), and the "test access" tool. ?edit=<policy id> opens
  * a policy in the editor, ?test=<peer id> starts the test from a peer.
  */
-import { Alert, Badge, Button, Group, Modal, Stack, Switch, Table, Tabs, Text, Title, VisuallyHidden } from "@mantine/core";
+import { Alert, Badge, Button, Group, Stack, Switch, Table, Tabs, Text, Title, VisuallyHidden } from "@mantine/core";
 import { useEffect, useMemo, useState } from "react";
 import { useSearchParams } from "react-router";
 import { messageOf, type Schemas } from "../api/client";
 import { useApp } from "../app";
+import { ConfirmModal } from "../common/ConfirmModal";
 import { portsText, ruleTrafficText } from "../access/evaluate";
 import { useAccessState, usersNote } from "../access/useAccess";
 import { fromPolicy, toRequest } from "../policies/form";
@@ -73,47 +74,22 @@ function EnabledSwitch({ p, onDone }: { p: Policy; onDone: () => void }) {
 
 function DeleteModal({ policy, onClose, onDone }: { policy: Policy | null; onClose: () => void; onDone: () => void }) {
   const { api } = useApp();
-  const [busy, setBusy] = useState(false);
-  const [err, setErr] = useState("");
-  const close = () => {
-    setErr("");
-    onClose();
-  };
-  const run = async () => {
-    if (!policy) return;
-    setBusy(true);
-    setErr("");
-    try {
-      await api.delete("/api/policies/{policyId}", { path: { policyId: policy.id } });
-      onDone();
-      close();
-    } catch (e) {
-      setErr(messageOf(e));
-    } finally {
-      setBusy(false);
-    }
-  };
   return (
-    <Modal closeButtonProps={{ "aria-label": "Close" }} opened={policy !== null} onClose={close} title="Delete policy">
-      <Stack>
-        <Text size="sm">
-          &quot;{policy?.name}&quot; will be deleted; connections only it allows stop within seconds.
-        </Text>
-        <Group justify="flex-end">
-          <Button variant="default" onClick={close}>
-            Cancel
-          </Button>
-          <Button color="red" onClick={() => void run()} loading={busy} aria-describedby={err ? "policy-delete-error" : undefined}>
-            Delete
-          </Button>
-        </Group>
-        {err && (
-          <Alert color="red" role="alert" id="policy-delete-error" title="The server refused">
-            {err}
-          </Alert>
-        )}
-      </Stack>
-    </Modal>
+    <ConfirmModal
+      opened={policy !== null}
+      title="Delete policy"
+      verb="Delete"
+      errorId="policy-delete-error"
+      errorTitle="The server refused"
+      onClose={onClose}
+      onConfirm={async () => {
+        if (!policy) return;
+        await api.delete("/api/policies/{policyId}", { path: { policyId: policy.id } });
+        onDone();
+      }}
+    >
+      &quot;{policy?.name}&quot; will be deleted; connections only it allows stop within seconds.
+    </ConfirmModal>
   );
 }
 

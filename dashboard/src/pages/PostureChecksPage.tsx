@@ -27,6 +27,7 @@ import { messageOf } from "../api/client";
 import { fieldOf } from "../api/fielderror";
 import { LIVE_INTERVAL_MS, usePoll } from "../api/poll";
 import { useApp } from "../app";
+import { ConfirmModal } from "../common/ConfirmModal";
 import { Allowed } from "../common/Allowed";
 import { deniedReason } from "../common/permissions";
 import { useCurrentUser } from "../common/useCurrentUser";
@@ -192,45 +193,21 @@ function EditModal({ editing, onClose, onDone }: { editing: PostureCheck | "new"
 
 function DeleteModal({ check, onClose, onDone }: { check: PostureCheck | null; onClose: () => void; onDone: () => void }) {
   const { api } = useApp();
-  const [err, setErr] = useState("");
-  const [busy, setBusy] = useState(false);
-  const close = () => {
-    setErr("");
-    onClose();
-  };
-  const run = async () => {
-    if (!check) return;
-    setBusy(true);
-    setErr("");
-    try {
-      await api.delete("/api/posture-checks/{postureCheckId}", { path: { postureCheckId: check.id } });
-      onDone();
-      close();
-    } catch (e) {
-      setErr(messageOf(e));
-    } finally {
-      setBusy(false);
-    }
-  };
   return (
-    <Modal opened={check !== null} onClose={close} title={`Delete ${check?.name ?? ""}`}>
-      <Stack>
-        <Text size="sm">The posture check "{check?.name}" will be deleted. A check that a policy uses cannot be deleted: take it out of the policy first.</Text>
-        <Group justify="flex-end">
-          <Button variant="default" onClick={close}>
-            Cancel
-          </Button>
-          <Button color="red" loading={busy} onClick={() => void run()} aria-describedby={err ? "pc-delete-error" : undefined}>
-            Delete
-          </Button>
-        </Group>
-        {err && (
-          <Alert color="red" role="alert" id="pc-delete-error">
-            {err}
-          </Alert>
-        )}
-      </Stack>
-    </Modal>
+    <ConfirmModal
+      opened={check !== null}
+      title={`Delete ${check?.name ?? ""}`}
+      verb="Delete"
+      errorId="pc-delete-error"
+      onClose={onClose}
+      onConfirm={async () => {
+        if (!check) return;
+        await api.delete("/api/posture-checks/{postureCheckId}", { path: { postureCheckId: check.id } });
+        onDone();
+      }}
+    >
+      The posture check "{check?.name}" will be deleted. A check that a policy uses cannot be deleted: take it out of the policy first.
+    </ConfirmModal>
   );
 }
 

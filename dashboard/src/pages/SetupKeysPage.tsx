@@ -27,6 +27,7 @@ import { messageOf, type SetupKey } from "../api/client";
 import { fieldOf } from "../api/fielderror";
 import { LIVE_INTERVAL_MS, usePoll } from "../api/poll";
 import { useApp } from "../app";
+import { ConfirmModal } from "../common/ConfirmModal";
 import { defaultForm, toRequest, upCommand, validateForm, type FormErrors, type SetupKeyForm } from "../setupkeys/command";
 
 const stateColor: Record<SetupKey["state"], string> = { valid: "green", expired: "gray", revoked: "red", overused: "orange" };
@@ -219,57 +220,31 @@ function CreateModal({ opened, onClose, onCreated }: { opened: boolean; onClose:
 
 type Pending = { kind: "revoke" | "delete"; key: SetupKey };
 
-function ConfirmModal({ pending, onClose, onDone }: { pending: Pending | null; onClose: () => void; onDone: () => void }) {
+function ConfirmKeyModal({ pending, onClose, onDone }: { pending: Pending | null; onClose: () => void; onDone: () => void }) {
   const { api } = useApp();
-  const [busy, setBusy] = useState(false);
-  const [err, setErr] = useState("");
-  const close = () => {
-    setErr("");
-    onClose();
-  };
-  const run = async () => {
-    if (!pending) return;
-    setBusy(true);
-    setErr("");
-    try {
-      const path = { keyId: pending.key.id };
-      if (pending.kind === "revoke") {
-        await api.put("/api/setup-keys/{keyId}", { path, body: { revoked: true, auto_groups: pending.key.auto_groups } });
-      } else {
-        await api.delete("/api/setup-keys/{keyId}", { path });
-      }
-      onDone();
-      close();
-    } catch (e) {
-      setErr(messageOf(e));
-    } finally {
-      setBusy(false);
-    }
-  };
   const verb = pending?.kind === "revoke" ? "Revoke" : "Delete";
   return (
-    <Modal opened={pending !== null} onClose={close} title={`${verb} setup key`}>
-      <Stack>
-        <Text size="sm">
-          {pending?.kind === "revoke"
-            ? `No new peer can join with "${pending.key.name}" once it is revoked. Peers that joined with it stay.`
-            : `"${pending?.key.name ?? ""}" will be deleted. Peers that joined with it stay.`}
-        </Text>
-        <Group justify="flex-end">
-          <Button variant="default" onClick={close}>
-            Cancel
-          </Button>
-          <Button color="red" onClick={() => void run()} loading={busy} aria-describedby={err ? "confirm-error" : undefined}>
-            {verb}
-          </Button>
-        </Group>
-        {err && (
-          <Alert color="red" role="alert" id="confirm-error">
-            {err}
-          </Alert>
-        )}
-      </Stack>
-    </Modal>
+    <ConfirmModal
+      opened={pending !== null}
+      title={`${verb} setup key`}
+      verb={verb}
+      errorId="confirm-error"
+      onClose={onClose}
+      onConfirm={async () => {
+        if (!pending) return;
+        const path = { keyId: pending.key.id };
+        if (pending.kind === "revoke") {
+          await api.put("/api/setup-keys/{keyId}", { path, body: { revoked: true, auto_groups: pending.key.auto_groups } });
+        } else {
+          await api.delete("/api/setup-keys/{keyId}", { path });
+        }
+        onDone();
+      }}
+    >
+      {pending?.kind === "revoke"
+        ? `No new peer can join with "${pending.key.name}" once it is revoked. Peers that joined with it stay.`
+        : `"${pending?.key.name ?? ""}" will be deleted. Peers that joined with it stay.`}
+    </ConfirmModal>
   );
 }
 
@@ -367,7 +342,7 @@ export function SetupKeysPage() {
         </Table>
       </Table.ScrollContainer>
       <CreateModal opened={creating} onClose={() => setCreating(false)} onCreated={() => void keys.reload()} />
-      <ConfirmModal pending={pending} onClose={() => setPending(null)} onDone={() => void keys.reload()} />
+      <ConfirmKeyModal pending={pending} onClose={() => setPending(null)} onDone={() => void keys.reload()} />
     </Stack>
   );
 }

@@ -10,6 +10,7 @@ import { useRef, useState, type FormEvent } from "react";
 import { messageOf, type User } from "../api/client";
 import { fieldOf } from "../api/fielderror";
 import { useApp } from "../app";
+import { ConfirmModal } from "../common/ConfirmModal";
 import { ShownOnce } from "./Copy";
 import {
   assignableRoles,
@@ -324,42 +325,6 @@ const actionText: Record<UserAction, { verb: string; color: string; text: (n: st
 
 export function ConfirmUserModal({ pending, onClose, onDone }: { pending: { action: UserAction; user: User } | null; onClose: () => void; onDone: () => void }) {
   const { api } = useApp();
-  const [busy, setBusy] = useState(false);
-  const [err, setErr] = useState("");
-  const close = () => {
-    setErr("");
-    onClose();
-  };
-  const run = async () => {
-    if (!pending) return;
-    const { action, user } = pending;
-    const path = { userId: user.id };
-    setBusy(true);
-    setErr("");
-    try {
-      switch (action) {
-        case "block":
-        case "unblock":
-          await api.put("/api/users/{userId}", { path, body: { role: user.role, auto_groups: user.auto_groups, is_blocked: action === "block" } });
-          break;
-        case "delete":
-          await api.delete("/api/users/{userId}", { path });
-          break;
-        case "approve":
-          await api.post("/api/users/{userId}/approve", { path });
-          break;
-        case "reject":
-          await api.delete("/api/users/{userId}/reject", { path });
-          break;
-      }
-      onDone();
-      close();
-    } catch (e) {
-      setErr(messageOf(e));
-    } finally {
-      setBusy(false);
-    }
-  };
   // The last request stays on screen while the dialog fades out.
   const last = useRef(pending);
   if (pending) last.current = pending;
@@ -367,23 +332,36 @@ export function ConfirmUserModal({ pending, onClose, onDone }: { pending: { acti
   const a = shown ? actionText[shown.action] : null;
   const who = shown ? shown.user.name || shown.user.email : "";
   return (
-    <Modal opened={pending !== null} onClose={close} title={a ? `${a.verb} ${who}` : ""}>
-      <Stack>
-        <Text size="sm">{a?.text(who)}</Text>
-        <Group justify="flex-end">
-          <Button variant="default" onClick={close}>
-            Cancel
-          </Button>
-          <Button color={a?.color} onClick={() => void run()} loading={busy} aria-describedby={err ? "user-confirm-error" : undefined}>
-            {a?.verb}
-          </Button>
-        </Group>
-        {err && (
-          <Alert color="red" role="alert" id="user-confirm-error">
-            {err}
-          </Alert>
-        )}
-      </Stack>
-    </Modal>
+    <ConfirmModal
+      opened={pending !== null}
+      title={a ? `${a.verb} ${who}` : ""}
+      verb={a?.verb ?? ""}
+      color={a?.color}
+      errorId="user-confirm-error"
+      onClose={onClose}
+      onConfirm={async () => {
+        if (!pending) return;
+        const { action, user } = pending;
+        const path = { userId: user.id };
+        switch (action) {
+          case "block":
+          case "unblock":
+            await api.put("/api/users/{userId}", { path, body: { role: user.role, auto_groups: user.auto_groups, is_blocked: action === "block" } });
+            break;
+          case "delete":
+            await api.delete("/api/users/{userId}", { path });
+            break;
+          case "approve":
+            await api.post("/api/users/{userId}/approve", { path });
+            break;
+          case "reject":
+            await api.delete("/api/users/{userId}/reject", { path });
+            break;
+        }
+        onDone();
+      }}
+    >
+      {a?.text(who)}
+    </ConfirmModal>
   );
 }
