@@ -21,9 +21,11 @@ import (
 
 var gzipDecoder sync.Once
 
-// callBytes is callAs for operations whose request or response body is
-// not JSON (debug bundles): body is sent as contentType, auth is the whole
-// Authorization header, and the raw response body is returned.
+// callBytes sends method to target as the operation docPath, checks
+// request and response against the document and the status against want,
+// and returns the raw response body: body is sent as contentType, auth is
+// the whole Authorization header. callAs is it for JSON bodies; debug
+// bundles use it directly.
 func (d *docRig) callBytes(auth, method, docPath, target, contentType string, body []byte, want int) []byte {
 	t := d.t
 	t.Helper()
