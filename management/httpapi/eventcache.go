@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"sync"
 
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/store"
@@ -25,9 +24,7 @@ const (
 // entry. Right on any number of instances: the span is read from the
 // store in each request.
 type eventCache struct {
-	mu    sync.Mutex
-	byAcc map[account.ID]*eventLog
-	bytes int
+	b *bounded[account.ID, *eventLog]
 }
 
 // eventLog is one account's events 1..len(events) in sequence order.
@@ -43,14 +40,14 @@ type encodedEvent struct {
 	head, tail int
 }
 
-func newEventCache() *eventCache { return &eventCache{byAcc: map[account.ID]*eventLog{}} }
+func newEventCache() *eventCache {
+	return &eventCache{newBounded[account.ID](maxEventAccounts, maxEventBytes, func(l *eventLog) int { return len(l.buf) })}
+}
 
 // snapshot returns the account's kept events (never changed later: new
 // ones are appended past them).
 func (c *eventCache) snapshot(acc account.ID) eventLog {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if l := c.byAcc[acc]; l != nil {
+	if l, ok := c.b.get(acc); ok {
 		return *l
 	}
 	return eventLog{}
@@ -60,32 +57,12 @@ func (c *eventCache) snapshot(acc account.ID) eventLog {
 // replaces it when shorter (events removed: l was read whole).
 func (c *eventCache) extend(acc account.ID, l eventLog) {
 	if len(l.buf) > maxEventBytes {
-		c.mu.Lock()
-		if old := c.byAcc[acc]; old != nil {
-			c.bytes -= len(old.buf)
-			delete(c.byAcc, acc)
-		}
-		c.mu.Unlock()
+		c.b.remove(acc)
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old := c.byAcc[acc]; old != nil {
-		if len(old.events) > len(l.events) && len(old.buf) > 0 && len(l.events) > 0 {
-			return // a concurrent request kept more
-		}
-		c.bytes -= len(old.buf)
-		delete(c.byAcc, acc)
-	}
-	for id, old := range c.byAcc {
-		if len(c.byAcc) < maxEventAccounts && c.bytes+len(l.buf) <= maxEventBytes {
-			break
-		}
-		c.bytes -= len(old.buf)
-		delete(c.byAcc, id)
-	}
-	c.byAcc[acc] = &l
-	c.bytes += len(l.buf)
+	c.b.put(acc, &l, func(old *eventLog) bool {
+		return len(old.events) > len(l.events) && len(old.buf) > 0 && len(l.events) > 0 // a concurrent request kept more
+	})
 }
 
 // appendEvent encodes e into l (e.ID must be len(l.events)+1).

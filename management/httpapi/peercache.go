@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/wiremesh/wiremesh/management/account"
@@ -31,9 +30,7 @@ const (
 // every write of a peer's stored fields or of a group bumps the view
 // revision (store.AccountTx.ViewRevision).
 type peerListCache struct {
-	mu    sync.Mutex
-	byAcc map[account.ID]*peerList
-	bytes int
+	b *bounded[account.ID, *peerList]
 }
 
 // peerList is one account's encoded list.
@@ -55,7 +52,7 @@ type listedPeer struct {
 }
 
 func newPeerListCache() *peerListCache {
-	return &peerListCache{byAcc: map[account.ID]*peerList{}}
+	return &peerListCache{newBounded[account.ID](maxPeerListAccounts, maxPeerListBytes, (*peerList).size)}
 }
 
 func (l *peerList) size() int { return len(l.buf) + 600*len(l.peers) }
@@ -88,9 +85,7 @@ func (l *peerList) appendPeer(b []byte, i int, s store.PeerState, now time.Time,
 }
 
 func (c *peerListCache) get(acc account.Account, rev uint64) (*peerList, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	l, ok := c.byAcc[acc.ID]
+	l, ok := c.b.get(acc.ID)
 	if !ok || l.rev != rev || !reflect.DeepEqual(l.acc, acc) {
 		return nil, false
 	}
@@ -98,26 +93,7 @@ func (c *peerListCache) get(acc account.Account, rev uint64) (*peerList, bool) {
 }
 
 // put keeps l, evicting other accounts' lists past the bounds.
-func (c *peerListCache) put(l *peerList) {
-	if l.size() > maxPeerListBytes {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old, ok := c.byAcc[l.acc.ID]; ok {
-		c.bytes -= old.size()
-		delete(c.byAcc, l.acc.ID)
-	}
-	for id, old := range c.byAcc {
-		if len(c.byAcc) < maxPeerListAccounts && c.bytes+l.size() <= maxPeerListBytes {
-			break
-		}
-		c.bytes -= old.size()
-		delete(c.byAcc, id)
-	}
-	c.byAcc[l.acc.ID] = l
-	c.bytes += l.size()
-}
+func (c *peerListCache) put(l *peerList) { c.b.put(l.acc.ID, l, nil) }
 
 // encodePeerList encodes the parts of every peer of v (which holds all of
 // the account's peers).

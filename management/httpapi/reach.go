@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/wiremesh/wiremesh/management/account"
@@ -41,9 +40,7 @@ const (
 // inactivity expiry it did not yet count (the expiry sweeper bumps the
 // serial when it announces one).
 type reachCache struct {
-	mu    sync.Mutex
-	byAcc map[account.ID]reachEntry
-	peers int // counts held in all
+	b *bounded[account.ID, reachEntry]
 }
 
 type reachEntry struct {
@@ -53,14 +50,14 @@ type reachEntry struct {
 	ix     *networkmap.Index // the maps the counts are of
 }
 
-func newReachCache() *reachCache { return &reachCache{byAcc: map[account.ID]reachEntry{}} }
+func newReachCache() *reachCache {
+	return &reachCache{newBounded[account.ID](maxReachAccounts, maxReachPeers, func(e reachEntry) int { return len(e.counts) })}
+}
 
 // get returns the entry of acc at serial, if held and still current at
 // now.
 func (c *reachCache) get(acc account.ID, serial uint64, now time.Time) (reachEntry, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.byAcc[acc]
+	e, ok := c.b.get(acc)
 	if !ok || e.serial != serial || (!e.until.IsZero() && !now.Before(e.until)) {
 		return reachEntry{}, false
 	}
@@ -68,26 +65,7 @@ func (c *reachCache) get(acc account.ID, serial uint64, now time.Time) (reachEnt
 }
 
 // put keeps counts, evicting other accounts' entries past the bounds.
-func (c *reachCache) put(acc account.ID, e reachEntry) {
-	if len(e.counts) > maxReachPeers {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old, ok := c.byAcc[acc]; ok {
-		c.peers -= len(old.counts)
-		delete(c.byAcc, acc)
-	}
-	for id, old := range c.byAcc {
-		if len(c.byAcc) < maxReachAccounts && c.peers+len(e.counts) <= maxReachPeers {
-			break
-		}
-		c.peers -= len(old.counts)
-		delete(c.byAcc, id)
-	}
-	c.byAcc[acc] = e
-	c.peers += len(e.counts)
-}
+func (c *reachCache) put(acc account.ID, e reachEntry) { c.b.put(acc, e, nil) }
 
 // reachSource is what counting reads: the account, its groups and
 // (when the caller already read them) all its peers; the rest of the

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
-	"sync"
 
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/store"
@@ -23,11 +22,7 @@ const (
 // as callers who see every peer get them), keyed like peerListCache: by
 // the account row and view revision read from the store in the request
 // before the list is, so right on any number of instances.
-type listCache struct {
-	mu    sync.Mutex
-	byKey map[listKey]cachedList
-	bytes int
-}
+type listCache struct{ b *bounded[listKey, cachedList] }
 
 type listKey struct {
 	acc  account.ID
@@ -40,38 +35,19 @@ type cachedList struct {
 	body []byte
 }
 
-func newListCache() *listCache { return &listCache{byKey: map[listKey]cachedList{}} }
+func newListCache() *listCache {
+	return &listCache{newBounded[listKey](maxListAnswers, maxListBytes, func(e cachedList) int { return len(e.body) })}
+}
 
 func (c *listCache) get(k listKey, acc account.Account, rev uint64) ([]byte, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.byKey[k]
+	e, ok := c.b.get(k)
 	if !ok || e.rev != rev || !reflect.DeepEqual(e.acc, acc) {
 		return nil, false
 	}
 	return e.body, true
 }
 
-func (c *listCache) put(k listKey, e cachedList) {
-	if len(e.body) > maxListBytes {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old, ok := c.byKey[k]; ok {
-		c.bytes -= len(old.body)
-		delete(c.byKey, k)
-	}
-	for id, old := range c.byKey {
-		if len(c.byKey) < maxListAnswers && c.bytes+len(e.body) <= maxListBytes {
-			break
-		}
-		c.bytes -= len(old.body)
-		delete(c.byKey, id)
-	}
-	c.byKey[k] = e
-	c.bytes += len(e.body)
-}
+func (c *listCache) put(k listKey, e cachedList) { c.b.put(k, e, nil) }
 
 // cachedList answers from the cache, or with build's value (encoded as ok
 // encodes it) kept for the next request at the same serial and view
