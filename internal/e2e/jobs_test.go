@@ -99,33 +99,18 @@ func TestRemoteDebugBundle(t *testing.T) {
 // try is call without a wanted status: it returns the body and status.
 func (r restClient) try(method, path string, body any) (map[string]any, int) {
 	r.t.Helper()
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest(method, "http://"+netlab.PubAddr+":"+mgmtPort+path, bytes.NewReader(b))
-	req.Header.Set("Authorization", r.auth)
-	resp, err := r.c.Do(req)
-	if err != nil {
-		r.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	raw, status := r.do(method, path, body)
 	var m map[string]any
 	_ = json.Unmarshal(raw, &m)
-	return m, resp.StatusCode
+	return m, status
 }
 
 // get returns the raw body of a GET that must answer 200.
 func (r restClient) get(path string) []byte {
 	r.t.Helper()
-	req, _ := http.NewRequest("GET", "http://"+netlab.PubAddr+":"+mgmtPort+path, nil)
-	req.Header.Set("Authorization", r.auth)
-	resp, err := r.c.Do(req)
-	if err != nil {
-		r.t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		r.t.Fatalf("GET %s: %d %s", path, resp.StatusCode, raw)
+	raw, status := r.do("GET", path, nil)
+	if status != 200 {
+		r.t.Fatalf("GET %s: %d %s", path, status, raw)
 	}
 	return raw
 }

@@ -45,6 +45,19 @@ type restClient struct {
 
 func (r restClient) call(method, path string, body any, want int) map[string]any {
 	r.t.Helper()
+	raw, status := r.do(method, path, body)
+	if status != want {
+		r.t.Fatalf("%s %s: %d, want %d: %s", method, path, status, want, raw)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return m
+}
+
+// do sends a request (body as JSON, if any) and returns the raw answer
+// and its status.
+func (r restClient) do(method, path string, body any) ([]byte, int) {
+	r.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -60,12 +73,7 @@ func (r restClient) call(method, path string, body any, want int) map[string]any
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		r.t.Fatalf("%s %s: %d, want %d: %s", method, path, resp.StatusCode, want, raw)
-	}
-	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
-	return m
+	return raw, resp.StatusCode
 }
 
 // ssoUp runs `netbird up` without a setup key for an agent, approves the
@@ -259,15 +267,9 @@ func TestSSOLogin(t *testing.T) {
 // getList reads a REST collection (a JSON array of objects).
 func getList(t *testing.T, r restClient, path string) []map[string]any {
 	t.Helper()
-	req, _ := http.NewRequest("GET", "http://"+netlab.PubAddr+":"+mgmtPort+path, nil)
-	req.Header.Set("Authorization", r.auth)
-	resp, err := r.c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	raw, _ := r.do("GET", path, nil)
 	var out []map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+	if err := json.Unmarshal(raw, &out); err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
 	return out
