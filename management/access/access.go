@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/routing"
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
@@ -114,6 +115,57 @@ func checkPeers(ctx context.Context, at *store.AccountTx, ids []account.PeerID) 
 
 // PutGroup creates (id empty) or replaces a group with its full member list.
 func (s *Service) PutGroup(ctx context.Context, acc account.ID, id account.GroupID, name string, peers []account.PeerID, initiator string) (account.Group, error) {
+	return s.putGroup(ctx, acc, id, name, peers, nil, initiator)
+}
+
+// PutGroupResources is PutGroup that also sets which network resources
+// the group holds (the API's group "resources"): exactly those listed, in
+// the same transaction. A resource's groups are stored on the resource,
+// so those that join or leave the group are rewritten.
+func (s *Service) PutGroupResources(ctx context.Context, acc account.ID, id account.GroupID, name string, peers []account.PeerID,
+	resources []account.NetworkResourceID, initiator string) (account.Group, error) {
+	if resources == nil {
+		resources = []account.NetworkResourceID{}
+	}
+	return s.putGroup(ctx, acc, id, name, peers, resources, initiator)
+}
+
+// placeResources makes the group hold exactly the listed resources.
+func placeResources(ctx context.Context, at *store.AccountTx, id account.GroupID, want []account.NetworkResourceID) error {
+	rs, err := at.NetworkResources(ctx)
+	if err != nil {
+		return err
+	}
+	known := make(map[account.NetworkResourceID]bool, len(rs))
+	for _, r := range rs {
+		known[r.ID] = true
+	}
+	for _, w := range want {
+		if !known[w] {
+			return fmt.Errorf("%w: resources: network resource %q does not exist", ErrInvalid, w)
+		}
+	}
+	for _, r := range rs {
+		in, has := slices.Contains(want, r.ID), slices.Contains(r.Groups, id)
+		if in == has {
+			continue
+		}
+		if in {
+			r.Groups = append(r.Groups, id)
+		} else {
+			r.Groups = slices.DeleteFunc(r.Groups, func(g account.GroupID) bool { return g == id })
+		}
+		if err := at.PutNetworkResource(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putGroup writes a group; resources, when not nil, are the network
+// resources it holds.
+func (s *Service) putGroup(ctx context.Context, acc account.ID, id account.GroupID, name string, peers []account.PeerID,
+	resources []account.NetworkResourceID, initiator string) (account.Group, error) {
 	name, err := cleanName(name)
 	if err != nil {
 		return account.Group{}, err
@@ -144,6 +196,9 @@ func (s *Service) PutGroup(ctx context.Context, acc account.ID, id account.Group
 			return fmt.Errorf("%w: a group named %q", ErrConflict, name)
 		} else if err != nil {
 			return err
+		}
+		if resources != nil {
+			return placeResources(ctx, at, id, resources)
 		}
 		return nil
 	})
@@ -198,7 +253,8 @@ func linked(ctx context.Context, at *store.AccountTx, id account.GroupID) error 
 			return fmt.Errorf("%w: group has been linked to user: %s", ErrInUse, u.Name)
 		}
 	}
-	return nil
+	// Routes, network resources and routers (routing.ErrInUse).
+	return routing.GroupLinked(ctx, at, id)
 }
 
 // --- policies ---
@@ -212,6 +268,7 @@ type PolicyRefs interface {
 	PeerExists(ctx context.Context, id account.PeerID) (bool, error)
 	GroupExists(ctx context.Context, id account.GroupID) (bool, error)
 	PostureCheckExists(ctx context.Context, id account.PostureCheckID) (bool, error)
+	ResourceExists(ctx context.Context, id account.NetworkResourceID) (bool, error)
 }
 
 // txRefs is PolicyRefs over an account transaction.
@@ -236,6 +293,11 @@ func (r txRefs) GroupExists(ctx context.Context, id account.GroupID) (bool, erro
 
 func (r txRefs) PostureCheckExists(ctx context.Context, id account.PostureCheckID) (bool, error) {
 	_, err := r.at.PostureCheck(ctx, id)
+	return exists(err)
+}
+
+func (r txRefs) ResourceExists(ctx context.Context, id account.NetworkResourceID) (bool, error) {
+	_, err := r.at.NetworkResource(ctx, id)
 	return exists(err)
 }
 
@@ -279,8 +341,18 @@ func ValidatePolicy(ctx context.Context, refs PolicyRefs, p *account.Policy) err
 				return fmt.Errorf("%w: port range %d-%d", ErrInvalid, pr.Start, pr.End)
 			}
 		}
-		if (len(r.Sources) == 0) == (r.SourcePeer == "") || (len(r.Destinations) == 0) == (r.DestinationPeer == "") {
-			return fmt.Errorf("%w: each side of a rule needs either groups or a single peer resource", ErrInvalid)
+		if r.DestinationPeer != "" && r.DestinationResource != "" {
+			return fmt.Errorf("%w: a rule's destination is one peer or one network resource, not both", ErrInvalid)
+		}
+		if (len(r.Sources) == 0) == (r.SourcePeer == "") || (len(r.Destinations) == 0) == (r.DestinationPeer == "" && r.DestinationResource == "") {
+			return fmt.Errorf("%w: each side of a rule needs either groups or a single resource", ErrInvalid)
+		}
+		if r.DestinationResource != "" {
+			if ok, err := refs.ResourceExists(ctx, r.DestinationResource); err != nil {
+				return err
+			} else if !ok {
+				return fmt.Errorf("%w: network resource %q does not exist", ErrInvalid, r.DestinationResource)
+			}
 		}
 		for _, id := range []account.PeerID{r.SourcePeer, r.DestinationPeer} {
 			if id == "" {

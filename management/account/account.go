@@ -173,6 +173,10 @@ type Rule struct {
 	// (the API's sourceResource / destinationResource of type "peer").
 	SourcePeer      PeerID `json:"source_peer,omitempty"`
 	DestinationPeer PeerID `json:"destination_peer,omitempty"`
+	// DestinationResource names a network resource (the API's
+	// destinationResource of type host, subnet or domain) instead of
+	// destination groups.
+	DestinationResource NetworkResourceID `json:"destination_resource,omitempty"`
 }
 
 // Policy is a named, switchable set of rules.

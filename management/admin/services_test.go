@@ -174,6 +174,15 @@ func TestImportValidatesObjects(t *testing.T) {
 		"group holds a missing peer":   func(d *store.Dump) { d.Groups[0].Peers = []account.PeerID{"gone"} },
 		"rule with a bad protocol":     func(d *store.Dump) { d.Policies[0].Rules[0].Protocol = "sctp" },
 		"key valid for two years":      func(d *store.Dump) { d.SetupKeys[0].ExpiresAt = d.SetupKeys[0].CreatedAt.AddDate(2, 0, 0) },
+		"route names a missing group": func(d *store.Dump) {
+			d.Routes = []account.Route{{ID: "r", AccountID: d.Account.ID, NetID: "n", PeerGroups: []account.GroupID{d.Groups[0].ID}, Groups: []account.GroupID{"gone"}, Metric: 1}}
+		},
+		"resource of a missing network": func(d *store.Dump) {
+			d.NetworkResources = []account.NetworkResource{{ID: "res", AccountID: d.Account.ID, NetworkID: "gone", Name: "x", Type: account.ResourceDomain, Address: "a.example", Domain: "a.example"}}
+		},
+		"rule names a missing resource": func(d *store.Dump) {
+			d.Policies[0].Rules[0].Destinations, d.Policies[0].Rules[0].DestinationResource = nil, "gone"
+		},
 	}
 	other := store.Config{Engine: store.SQLite, DataDir: t.TempDir()}
 	for name, mutate := range cases {

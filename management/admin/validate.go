@@ -61,7 +61,11 @@ func validateDump(d store.Dump) error {
 		}
 		checks[string(c.ID)] = true
 	}
-	refs := dumpRefs{peers: peers, groups: groups, checks: checks}
+	resources := map[account.NetworkResourceID]bool{}
+	for _, r := range d.NetworkResources {
+		resources[r.ID] = true
+	}
+	refs := dumpRefs{peers: peers, groups: groups, checks: checks, resources: resources}
 	for _, p := range d.Policies {
 		// The domain service's own check, on a copy: it fills in rule IDs
 		// and names, and the import writes the dump as it is.
@@ -87,6 +91,50 @@ func validateDump(d store.Dump) error {
 			return invalid("user %s: group %q does not exist", u.ID, g)
 		}
 	}
+	return validateRouting(d, peers, groups, invalid)
+}
+
+// validateRouting checks that the dump's routes, network resources and
+// routers name peers, groups and networks of the dump.
+func validateRouting(d store.Dump, peers map[account.PeerID]bool, groups map[string]bool, invalid func(string, ...any) error) error {
+	ids := func(gs []account.GroupID) []string {
+		out := make([]string, len(gs))
+		for i, g := range gs {
+			out[i] = string(g)
+		}
+		return out
+	}
+	for _, r := range d.Routes {
+		if r.Peer != "" && !peers[r.Peer] {
+			return invalid("route %s: peer %q does not exist", r.ID, r.Peer)
+		}
+		if g := missing(ids(slices.Concat(r.PeerGroups, r.Groups, r.AccessControlGroups)), groups); g != "" {
+			return invalid("route %s: group %q does not exist", r.ID, g)
+		}
+	}
+	networks := map[account.NetworkID]bool{}
+	for _, n := range d.Networks {
+		networks[n.ID] = true
+	}
+	for _, r := range d.NetworkResources {
+		if !networks[r.NetworkID] {
+			return invalid("network resource %s: network %q does not exist", r.ID, r.NetworkID)
+		}
+		if g := missing(ids(r.Groups), groups); g != "" {
+			return invalid("network resource %s: group %q does not exist", r.ID, g)
+		}
+	}
+	for _, r := range d.NetworkRouters {
+		if !networks[r.NetworkID] {
+			return invalid("network router %s: network %q does not exist", r.ID, r.NetworkID)
+		}
+		if r.Peer != "" && !peers[r.Peer] {
+			return invalid("network router %s: peer %q does not exist", r.ID, r.Peer)
+		}
+		if g := missing(ids(r.PeerGroups), groups); g != "" {
+			return invalid("network router %s: group %q does not exist", r.ID, g)
+		}
+	}
 	return nil
 }
 
@@ -105,6 +153,7 @@ func missing(ids []string, have map[string]bool) string {
 type dumpRefs struct {
 	peers          map[account.PeerID]bool
 	groups, checks map[string]bool
+	resources      map[account.NetworkResourceID]bool
 }
 
 func (r dumpRefs) PeerExists(_ context.Context, id account.PeerID) (bool, error) {
@@ -117,4 +166,8 @@ func (r dumpRefs) GroupExists(_ context.Context, id account.GroupID) (bool, erro
 
 func (r dumpRefs) PostureCheckExists(_ context.Context, id account.PostureCheckID) (bool, error) {
 	return r.checks[string(id)], nil
+}
+
+func (r dumpRefs) ResourceExists(_ context.Context, id account.NetworkResourceID) (bool, error) {
+	return r.resources[id], nil
 }

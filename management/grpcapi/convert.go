@@ -183,13 +183,17 @@ func networkMapProto(m networkmap.Map, cache remoteCache, to respFor) (*mgmtpb.N
 	b := &bulk{}
 	rp := remotePeers(m, cache, b)
 	nm := &mgmtpb.NetworkMap{
-		Serial:                     m.Serial,
-		PeerConfig:                 peerConfig(m),
-		RemotePeers:                rp,
-		RemotePeersIsEmpty:         len(rp) == 0,
-		DNSConfig:                  dnsConfig(m, cache, b, to.derivedDNS),
-		RoutesFirewallRulesIsEmpty: true,
+		Serial:              m.Serial,
+		PeerConfig:          peerConfig(m),
+		RemotePeers:         rp,
+		RemotePeersIsEmpty:  len(rp) == 0,
+		DNSConfig:           dnsConfig(m, cache, b, to.derivedDNS),
+		Routes:              routes(m.Routes),
+		RoutesFirewallRules: routeRules(m.RouteRules),
 	}
+	// As for FirewallRules: without the flag an empty list reads as an old
+	// server's, and the official client would allow all routed traffic.
+	nm.RoutesFirewallRulesIsEmpty = len(nm.RoutesFirewallRules) == 0
 	if m.AllowAll {
 		nm.FirewallRules = allowAllRules()
 	}
@@ -257,10 +261,11 @@ func deletedResponse(serial uint64) *mgmtpb.SyncResponse {
 		RemotePeers:        []*mgmtpb.RemotePeerConfig{},
 		RemotePeersIsEmpty: true,
 		NetworkMap: &mgmtpb.NetworkMap{
-			Serial:               serial,
-			RemotePeersIsEmpty:   true,
-			FirewallRulesIsEmpty: true,
-			DNSConfig:            &mgmtpb.DNSConfig{},
+			Serial:                     serial,
+			RemotePeersIsEmpty:         true,
+			FirewallRulesIsEmpty:       true,
+			RoutesFirewallRulesIsEmpty: true,
+			DNSConfig:                  &mgmtpb.DNSConfig{},
 		},
 	}
 }

@@ -109,6 +109,13 @@ func mapDelta(old, cur *networkmap.Index, remote remoteCache, self account.PeerI
 		if c.ID == self {
 			return nil, false
 		}
+	}
+	// A delta carries no routes: when self's routes change (a routing peer's new
+	// key, a new source for a resource it routes) the whole map goes.
+	if !networkmap.SameRoutes(old, cur, self) {
+		return nil, false
+	}
+	for _, c := range changes {
 		oldVis, oldRules := old.Pair(self, c.ID)
 		newVis, newRules := cur.Pair(self, c.ID)
 		switch {

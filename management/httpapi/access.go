@@ -38,13 +38,13 @@ type peerMinimum struct {
 }
 
 type groupJSON struct {
-	ID             string        `json:"id"`
-	Name           string        `json:"name"`
-	PeersCount     int           `json:"peers_count"`
-	ResourcesCount int           `json:"resources_count"`
-	Issued         string        `json:"issued"`
-	Peers          []peerMinimum `json:"peers"`
-	Resources      []any         `json:"resources"`
+	ID             string         `json:"id"`
+	Name           string         `json:"name"`
+	PeersCount     int            `json:"peers_count"`
+	ResourcesCount int            `json:"resources_count"`
+	Issued         string         `json:"issued"`
+	Peers          []peerMinimum  `json:"peers"`
+	Resources      []resourceJSON `json:"resources"`
 }
 
 // accessView is an account's groups and peers, read together.
@@ -58,6 +58,10 @@ type accessView struct {
 	// mins are the groups as rules show them, derived once per view
 	// (a policy list names groups thousands of times).
 	mins map[account.GroupID]groupMinimum
+	// resources are the network resources placed in each group;
+	// resourceTypes the type of every resource of the account.
+	resources     map[account.GroupID][]resourceJSON
+	resourceTypes map[account.NetworkResourceID]string
 }
 
 // accessView reads what the caller may see of the account's groups and
@@ -70,6 +74,18 @@ func (a *API) accessView(r *http.Request, caller account.User) (accessView, erro
 		var err error
 		if v.groups, err = at.Groups(r.Context()); err != nil {
 			return err
+		}
+		rs, err := at.NetworkResources(r.Context())
+		if err != nil {
+			return err
+		}
+		v.resources = map[account.GroupID][]resourceJSON{}
+		v.resourceTypes = make(map[account.NetworkResourceID]string, len(rs))
+		for _, res := range rs {
+			v.resourceTypes[res.ID] = res.Type
+			for _, g := range res.Groups {
+				v.resources[g] = append(v.resources[g], resourceJSON{ID: string(res.ID), Type: res.Type})
+			}
 		}
 		ps, err := at.PeerNames(r.Context())
 		v.peers = make([]store.PeerName, 0, len(ps))
@@ -97,14 +113,14 @@ func (a *API) accessView(r *http.Request, caller account.User) (accessView, erro
 			}
 		}
 		if _, dup := v.mins[g.ID]; !dup {
-			v.mins[g.ID] = groupMinimum{ID: string(g.ID), Name: g.Name, PeersCount: n}
+			v.mins[g.ID] = groupMinimum{ID: string(g.ID), Name: g.Name, PeersCount: n, ResourcesCount: len(v.resources[g.ID])}
 		}
 	}
 	return v, err
 }
 
 func (v accessView) group(g account.Group) groupJSON {
-	out := groupJSON{ID: string(g.ID), Name: g.Name, Issued: "api", Peers: []peerMinimum{}, Resources: []any{}}
+	out := groupJSON{ID: string(g.ID), Name: g.Name, Issued: "api", Peers: []peerMinimum{}, Resources: []resourceJSON{}}
 	if g.All {
 		out.Peers = make([]peerMinimum, 0, len(v.peers))
 		for _, p := range v.peers {
@@ -118,6 +134,10 @@ func (v accessView) group(g account.Group) groupJSON {
 		}
 	}
 	out.PeersCount = len(out.Peers)
+	if rs := v.resources[g.ID]; len(rs) > 0 {
+		out.Resources = rs
+	}
+	out.ResourcesCount = len(out.Resources)
 	return out
 }
 
@@ -175,6 +195,9 @@ func (a *API) putGroup(w http.ResponseWriter, r *http.Request, caller account.Us
 	var req struct {
 		Name  string   `json:"name"`
 		Peers []string `json:"peers"`
+		// Resources, when present, are the network resources the group
+		// holds (all of them: omitted leaves them as they are).
+		Resources *[]resourceJSON `json:"resources"`
 	}
 	if err := decode(r, &req); err != nil {
 		return err
@@ -183,7 +206,21 @@ func (a *API) putGroup(w http.ResponseWriter, r *http.Request, caller account.Us
 	for _, p := range req.Peers {
 		peers = append(peers, account.PeerID(p))
 	}
-	g, err := a.o.Access.PutGroup(r.Context(), caller.AccountID, account.GroupID(r.PathValue("groupId")), req.Name, peers, string(caller.ID))
+	id := account.GroupID(r.PathValue("groupId"))
+	var g account.Group
+	var err error
+	if req.Resources == nil {
+		g, err = a.o.Access.PutGroup(r.Context(), caller.AccountID, id, req.Name, peers, string(caller.ID))
+	} else {
+		res := make([]account.NetworkResourceID, 0, len(*req.Resources))
+		for _, rs := range *req.Resources {
+			if rs.Type == "peer" {
+				return invalid("resources: a peer (%s) joins a group through peers, not resources", rs.ID)
+			}
+			res = append(res, account.NetworkResourceID(rs.ID))
+		}
+		g, err = a.o.Access.PutGroupResources(r.Context(), caller.AccountID, id, req.Name, peers, res, string(caller.ID))
+	}
 	if err != nil {
 		return err
 	}
@@ -223,8 +260,9 @@ type ruleRequest struct {
 	DestRes       *resourceJSON   `json:"destinationResource"`
 }
 
-// resourceJSON is a rule side that is not a group: only single peers
-// (type "peer") are supported until networks exist.
+// resourceJSON is a rule side that is not a group (a single peer, type
+// "peer", or a network resource, type host, subnet or domain), and a
+// group's network resource.
 type resourceJSON struct {
 	ID   string `json:"id"`
 	Type string `json:"type"`
@@ -238,9 +276,32 @@ func peerResource(r *resourceJSON, groups []string, side string) (account.PeerID
 		return "", invalid("%s: give either groups or a resource, not both", side)
 	}
 	if r.Type != "peer" {
-		return "", invalid("%s: resources of type %q need networks, which this server does not have yet; use a peer or groups", side, r.Type)
+		return "", invalid("sourceResource: type %q; a rule's source resource is a peer (type peer) or use source groups", r.Type)
 	}
 	return account.PeerID(r.ID), nil
+}
+
+// destResource reads a rule's destinationResource: a peer, or a network
+// resource (its type is the resource's own, checked on the way in by the
+// domain service's existence check and reported from the store on the
+// way out).
+func destResource(r *resourceJSON, groups []string) (account.PeerID, account.NetworkResourceID, error) {
+	if r == nil {
+		return "", "", nil
+	}
+	if groups != nil {
+		return "", "", invalid("destination: give either groups or a resource, not both")
+	}
+	switch r.Type {
+	case "peer":
+		return account.PeerID(r.ID), "", nil
+	case account.ResourceHost, account.ResourceSubnet, account.ResourceDomain:
+		if r.ID == "" {
+			return "", "", invalid("destinationResource: id is required")
+		}
+		return "", account.NetworkResourceID(r.ID), nil
+	}
+	return "", "", invalid("destinationResource: type %q (want peer, host, subnet or domain)", r.Type)
 }
 
 type policyRequest struct {
@@ -270,7 +331,7 @@ func (req policyRequest) policy() (account.Policy, error) {
 		if r.SourcePeer, err = peerResource(rr.SourceRes, rr.Sources, "source"); err != nil {
 			return p, err
 		}
-		if r.DestinationPeer, err = peerResource(rr.DestRes, rr.Destinations, "destination"); err != nil {
+		if r.DestinationPeer, r.DestinationResource, err = destResource(rr.DestRes, rr.Destinations); err != nil {
 			return p, err
 		}
 		for _, s := range rr.Ports {
@@ -354,6 +415,9 @@ func (v accessView) policy(p account.Policy) policyJSON {
 		}
 		if r.DestinationPeer != "" {
 			j.Destinations, j.DestRes = nil, &resourceJSON{ID: string(r.DestinationPeer), Type: "peer"}
+		}
+		if r.DestinationResource != "" {
+			j.Destinations, j.DestRes = nil, &resourceJSON{ID: string(r.DestinationResource), Type: v.resourceTypes[r.DestinationResource]}
 		}
 		for _, pt := range r.Ports {
 			j.Ports = append(j.Ports, strconv.Itoa(int(pt)))

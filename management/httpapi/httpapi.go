@@ -29,6 +29,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/jobs"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/releasecheck"
+	"github.com/wiremesh/wiremesh/management/routing"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/users"
 )
@@ -48,6 +49,9 @@ type Options struct {
 	Peers *peers.Service
 	// Access changes groups, policies, posture checks and setup keys.
 	Access *access.Service
+	// Routing changes routes and networks with their resources and
+	// routers.
+	Routing *routing.Service
 	// JWT verifies bearer tokens; nil accepts personal access tokens only.
 	JWT TokenVerifier
 	// IdPs administers upstream identity providers of the built-in
@@ -169,6 +173,7 @@ func (a *API) routes() {
 	// (an empty list, as the reference answers without one).
 	authed("GET /api/locations/countries", func(w http.ResponseWriter, _ *http.Request, _ account.User) error { return ok(w, []any{}) })
 
+	a.routingRoutes(authed)
 	a.idpRoutes(authed)
 	a.jobRoutes(authed, open)
 
@@ -261,6 +266,14 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusForbidden, users.ErrPendingApproval.Error()
 	case errors.Is(err, users.ErrForbidden), errors.Is(err, idp.ErrForbidden):
 		code, msg = http.StatusForbidden, err.Error()
+	case errors.Is(err, routing.ErrInvalid):
+		code, msg = http.StatusUnprocessableEntity, err.Error()
+	case errors.Is(err, routing.ErrInUse):
+		code, msg = http.StatusPreconditionFailed, err.Error()
+	case errors.Is(err, routing.ErrConflict):
+		code, msg = http.StatusConflict, err.Error()
+	case errors.Is(err, routing.ErrNotFound):
+		code, msg = http.StatusNotFound, "not found"
 	case errors.Is(err, access.ErrInvalid):
 		code, msg = http.StatusUnprocessableEntity, err.Error()
 	case errors.Is(err, access.ErrInUse):

@@ -10,4 +10,5 @@ func conformExtra(t *testing.T, d *docRig, ownerID string) {
 	conformUsers(t, d, ownerID)
 	conformTemporary(t, d)
 	conformJobs(t, d)
+	conformRouting(t, d)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/idp"
 	"github.com/wiremesh/wiremesh/management/jobs"
 	"github.com/wiremesh/wiremesh/management/peers"
+	"github.com/wiremesh/wiremesh/management/routing"
 	"github.com/wiremesh/wiremesh/management/secretbox"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/storetest"
@@ -119,7 +120,8 @@ func newDocRig(t *testing.T, eng storetest.Engine, opts ...func(*httpapi.Options
 		t.Fatal(err)
 	}
 	o := httpapi.Options{Store: st, Users: users.New(users.Options{Store: st, Notify: hub, LocalIdP: true}),
-		Peers: peers.New(st, hub, nil, nil), Access: access.New(st, hub, nil), IdPs: &idp.Providers{Store: st, Secrets: box}, Jobs: jobs.New(jobs.Options{Store: st})}
+		Peers: peers.New(st, hub, nil, nil), Access: access.New(st, hub, nil), IdPs: &idp.Providers{Store: st, Secrets: box}, Jobs: jobs.New(jobs.Options{Store: st}),
+		Routing: routing.New(st, hub, routing.Options{})}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/httpapi"
 	"github.com/wiremesh/wiremesh/management/idp"
 	"github.com/wiremesh/wiremesh/management/peers"
+	"github.com/wiremesh/wiremesh/management/routing"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/storetest"
 	"github.com/wiremesh/wiremesh/management/updates"
@@ -64,7 +65,8 @@ func newRig(t *testing.T, eng storetest.Engine) *rig {
 	}
 	hub := updates.NewHub()
 	us := users.New(users.Options{Store: st, Notify: hub, LocalIdP: true})
-	api := httpapi.New(httpapi.Options{Store: st, Users: us, Peers: peers.New(st, hub, nil, nil), Access: access.New(st, hub, nil), JWT: v})
+	api := httpapi.New(httpapi.Options{Store: st, Users: us, Peers: peers.New(st, hub, nil, nil), Access: access.New(st, hub, nil), JWT: v,
+		Routing: routing.New(st, hub, routing.Options{})})
 	mux.Handle("/api/", api)
 	mux.Handle("/oauth2/", p)
 	r := &rig{t: t, st: st, url: srv.URL, provider: p}

@@ -54,6 +54,9 @@ func PeerLocal(old, ix *Index) (changes []Change, ok bool) {
 			changed[id] = true
 		}
 	}
+	if !sameRouting(&old.rt, &ix.rt, changed) {
+		return nil, false
+	}
 	for i := range ix.rules {
 		a, b := &old.rules[i], &ix.rules[i]
 		if a.policy != b.policy || !reflect.DeepEqual(a.r, b.r) || !sameExcept(a.src, b.src, changed) || !sameExcept(a.dst, b.dst, changed) {
@@ -118,7 +121,7 @@ func (ix *Index) Pair(self, other account.PeerID) (visible bool, rules []Firewal
 		return false, nil
 	}
 	compact := ix.compact(self)
-	visible = compact && !ix.temp[other]
+	visible = compact && !ix.temp[other] || ix.rt.links[self][other]
 	ip := ix.byID[other].IP
 	if ix.spelled(self) && !ix.temp[other] {
 		visible = true

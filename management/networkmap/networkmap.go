@@ -56,6 +56,10 @@ type Map struct {
 	CheckFiles []string
 	// Flags are the account settings the peer's client applies.
 	Flags Flags
+	// Routes are the routes the peer uses or serves, by ID; RouteRules
+	// the route firewall rules of those it serves (see routes.go).
+	Routes     []Route
+	RouteRules []RouteRule
 }
 
 // Flags are the account settings passed to clients in their peer config.
@@ -81,11 +85,15 @@ func (m Map) Address() string {
 	return netip.PrefixFrom(m.Self.IP, m.Network.Bits()).String()
 }
 
-// Access is an account's groups, policies and posture checks.
+// Access is an account's groups, policies and posture checks, and the
+// routes and network resources (with their routers) they give access to.
 type Access struct {
 	Groups        []account.Group
 	Policies      []account.Policy
 	PostureChecks []account.PostureCheck
+	Routes        []account.Route
+	Resources     []account.NetworkResource
+	Routers       []account.NetworkRouter
 }
 
 // members resolves each group to its peers (All: every peer but the
@@ -165,6 +173,7 @@ type Index struct {
 	// policy in those spelled-out rules.
 	temp, expand   map[account.PeerID]bool
 	allowAllPolicy account.PolicyID
+	rt             routing
 }
 
 // NewIndex prepares an account state.
@@ -221,6 +230,7 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 	for _, c := range access.PostureChecks {
 		checks[c.ID] = c.Checks
 	}
+	var srcRules []srcRule // for routes and resources
 	for _, pol := range access.Policies {
 		if !pol.Enabled {
 			continue
@@ -234,12 +244,14 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 				if !ix.allowAll {
 					ix.allowAll, ix.allowAllPolicy = true, pol.ID
 				}
+				srcRules = append(srcRules, srcRule{r: &r, policy: pol.ID, src: side(r.Sources, r.SourcePeer)})
 				continue
 			}
 			rr := rule{r: r, policy: pol.ID, src: side(r.Sources, r.SourcePeer), dst: side(r.Destinations, r.DestinationPeer)}
 			if len(pol.PostureChecks) > 0 {
 				rr.src = ix.passing(rr.src, pol.PostureChecks, checks)
 			}
+			srcRules = append(srcRules, srcRule{r: &r, policy: pol.ID, src: rr.src})
 			rr.sig = ruleSig(pol.ID, r)
 			for id := range rr.src {
 				rr.sig = rr.sig.add(ix.records[id].mix(1))
@@ -260,6 +272,7 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 			ix.pairTemporary(rr)
 		}
 	}
+	ix.buildRouting(access, members, srcRules)
 	return ix
 }
 
@@ -347,6 +360,9 @@ func (ix *Index) Signature(self account.PeerID) (Sig, bool) {
 	}
 	for _, i := range ix.byPeer[self] {
 		h = h.add(ix.rules[i].sig.mix(5))
+	}
+	if len(ix.rt.byRouter)+len(ix.rt.res) > 0 {
+		h = h.add(ix.routeSig(self))
 	}
 	return Sig(h), true
 }
@@ -470,6 +486,12 @@ func (ix *Index) compute(self account.PeerID, rules bool) (Map, bool) {
 				}
 			}
 		}
+	}
+	for id := range ix.rt.links[self] {
+		visible[id] = true // a router it uses, or a source it serves
+	}
+	if rules {
+		m.Routes, m.RouteRules = ix.routesOf(self, true)
 	}
 	if m.AllowAll {
 		for i := range ix.peers {

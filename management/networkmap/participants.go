@@ -33,10 +33,14 @@ type Source interface {
 	Groups(ctx context.Context) ([]account.Group, error)
 	Policies(ctx context.Context) ([]account.Policy, error)
 	PostureChecks(ctx context.Context) ([]account.PostureCheck, error)
+	Routes(ctx context.Context) ([]account.Route, error)
+	NetworkResources(ctx context.Context) ([]account.NetworkResource, error)
+	NetworkRouters(ctx context.Context) ([]account.NetworkRouter, error)
 }
 
 // Read loads what the account's maps are computed from at now: the
-// account, its Participants and its access rules.
+// account, its Participants, its access rules and its routes and network
+// resources.
 func Read(ctx context.Context, src Source, now time.Time) (account.Account, []account.Peer, Access, error) {
 	var access Access
 	a, err := src.Account(ctx)
@@ -58,6 +62,15 @@ func Read(ctx context.Context, src Source, now time.Time) (account.Account, []ac
 		return a, nil, access, err
 	}
 	if access.PostureChecks, err = src.PostureChecks(ctx); err != nil {
+		return a, nil, access, err
+	}
+	if access.Routes, err = src.Routes(ctx); err != nil {
+		return a, nil, access, err
+	}
+	if access.Resources, err = src.NetworkResources(ctx); err != nil {
+		return a, nil, access, err
+	}
+	if access.Routers, err = src.NetworkRouters(ctx); err != nil {
 		return a, nil, access, err
 	}
 	return a, Participants(a, ps, blocked, now), access, nil

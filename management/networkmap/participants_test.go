@@ -3,6 +3,7 @@ package networkmap
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -43,6 +44,15 @@ func (s source) Policies(context.Context) ([]account.Policy, error) {
 func (s source) PostureChecks(context.Context) ([]account.PostureCheck, error) {
 	return s.access.PostureChecks, s.err("posture")
 }
+func (s source) Routes(context.Context) ([]account.Route, error) {
+	return s.access.Routes, s.err("routes")
+}
+func (s source) NetworkResources(context.Context) ([]account.NetworkResource, error) {
+	return s.access.Resources, s.err("resources")
+}
+func (s source) NetworkRouters(context.Context) ([]account.NetworkRouter, error) {
+	return s.access.Routers, s.err("routers")
+}
 
 // TestRead: Read returns the account, its participants only (no blocked
 // user's peer) and its access rules, and fails with any read.
@@ -53,6 +63,9 @@ func TestRead(t *testing.T) {
 		blocked: map[account.UserID]bool{"blocked": true},
 		access:  defaults("a"),
 	}
+	src.access.Routes = []account.Route{{ID: "r1", NetID: "lan", Enabled: true, Peer: "p1", Network: netip.MustParsePrefix("10.1.0.0/16"), Groups: []account.GroupID{"all"}}}
+	src.access.Resources = []account.NetworkResource{{ID: "res1", NetworkID: "n1", Type: account.ResourceHost, Prefix: netip.MustParsePrefix("10.2.0.1/32"), Enabled: true}}
+	src.access.Routers = []account.NetworkRouter{{ID: "nr1", NetworkID: "n1", Peer: "p3", Enabled: true}}
 	acc, ps, access, err := Read(context.Background(), src, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -67,10 +80,10 @@ func TestRead(t *testing.T) {
 	if d := cmp.Diff([]account.PeerID{"p1", "p3"}, ids); d != "" {
 		t.Errorf("participants (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff(src.access, access); d != "" {
+	if d := cmp.Diff(src.access, access, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); d != "" {
 		t.Errorf("access (-want +got):\n%s", d)
 	}
-	for _, what := range []string{"account", "peers", "blocked", "groups", "policies", "posture"} {
+	for _, what := range []string{"account", "peers", "blocked", "groups", "policies", "posture", "routes", "resources", "routers"} {
 		src.fail = what
 		if _, _, _, err := Read(context.Background(), src, time.Now()); !errors.Is(err, errRead) {
 			t.Errorf("%s failing: err = %v, want %v", what, err, errRead)

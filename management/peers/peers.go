@@ -20,6 +20,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/dnsname"
 	"github.com/wiremesh/wiremesh/management/ipam"
+	"github.com/wiremesh/wiremesh/management/routing"
 	"github.com/wiremesh/wiremesh/management/setupkey"
 	"github.com/wiremesh/wiremesh/management/store"
 )
@@ -410,6 +411,11 @@ func (s *Service) Delete(ctx context.Context, acc account.ID, id account.PeerID,
 		at := tx.In(acc)
 		p, err := at.Peer(ctx, id)
 		if err != nil {
+			return err
+		}
+		// A network router of this peer alone would route nowhere:
+		// NetBird refuses, so the admin moves or deletes the router first.
+		if err := routing.PeerLinked(ctx, at, id); err != nil {
 			return err
 		}
 		if err := at.DeletePeer(ctx, id); err != nil {

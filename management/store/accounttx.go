@@ -146,7 +146,10 @@ func (a *AccountTx) DeletePeer(ctx context.Context, id account.PeerID) error {
 		return err
 	}
 	n, err := a.q().exec(ctx, `DELETE FROM peers WHERE id = ? AND account_id = ?`, string(id), string(a.id))
-	return affected(n, err)
+	if err := affected(n, err); err != nil {
+		return err
+	}
+	return a.detachRoutingPeer(ctx, id)
 }
 
 // --- setup keys ---

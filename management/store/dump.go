@@ -28,6 +28,12 @@ type Dump struct {
 	Invites   []account.Invite   `json:"invites,omitempty"`
 	// PostureChecks come before the policies that name them on import.
 	PostureChecks []account.PostureCheck `json:"posture_checks,omitempty"`
+	// Routes and networks; a network comes before its resources and
+	// routers on import.
+	Routes           []account.Route           `json:"routes,omitempty"`
+	Networks         []account.Network         `json:"networks,omitempty"`
+	NetworkResources []account.NetworkResource `json:"network_resources,omitempty"`
+	NetworkRouters   []account.NetworkRouter   `json:"network_routers,omitempty"`
 }
 
 // Export reads the whole account.
@@ -62,6 +68,18 @@ func (a *AccountTx) Export(ctx context.Context) (Dump, error) {
 		return d, err
 	}
 	if d.PostureChecks, err = a.PostureChecks(ctx); err != nil {
+		return d, err
+	}
+	if d.Routes, err = a.Routes(ctx); err != nil {
+		return d, err
+	}
+	if d.Networks, err = a.Networks(ctx); err != nil {
+		return d, err
+	}
+	if d.NetworkResources, err = a.NetworkResources(ctx); err != nil {
+		return d, err
+	}
+	if d.NetworkRouters, err = a.NetworkRouters(ctx); err != nil {
 		return d, err
 	}
 	if d.Peers == nil {
@@ -138,6 +156,9 @@ func (tx *Tx) Import(ctx context.Context, d Dump) error {
 			return fmt.Errorf("import policy %s: %w", p.ID, err)
 		}
 	}
+	if err := importRouting(ctx, a, d); err != nil {
+		return err
+	}
 	// Events were exported newest first; keep their numbers.
 	for _, e := range d.Events {
 		if err := a.owns("event", e.AccountID); err != nil {
@@ -151,6 +172,32 @@ func (tx *Tx) Import(ctx context.Context, d Dump) error {
 			string(a.id), e.ID, nanos(e.At), e.Activity, e.Initiator, e.Target, string(meta))
 		if err != nil {
 			return fmt.Errorf("import event %d: %w", e.ID, mapErr(err))
+		}
+	}
+	return nil
+}
+
+// importRouting writes the dump's routes and networks, each network before
+// its resources and routers.
+func importRouting(ctx context.Context, a *AccountTx, d Dump) error {
+	for _, r := range d.Routes {
+		if err := a.PutRoute(ctx, r); err != nil {
+			return fmt.Errorf("import route %s: %w", r.ID, err)
+		}
+	}
+	for _, n := range d.Networks {
+		if err := a.PutNetwork(ctx, n); err != nil {
+			return fmt.Errorf("import network %s: %w", n.ID, err)
+		}
+	}
+	for _, r := range d.NetworkResources {
+		if err := a.PutNetworkResource(ctx, r); err != nil {
+			return fmt.Errorf("import network resource %s: %w", r.ID, err)
+		}
+	}
+	for _, r := range d.NetworkRouters {
+		if err := a.PutNetworkRouter(ctx, r); err != nil {
+			return fmt.Errorf("import network router %s: %w", r.ID, err)
 		}
 	}
 	return nil
