@@ -65,6 +65,14 @@ type Filter struct {
 	// the rules, split by what the packet path asks
 	outDrop, inDrop, inAccept []Rule
 	allowAll                  bool
+	// local is this host's overlay address and overlay the network (both
+	// zero until SetOverlay: every destination is then this host's).
+	local   netip.Addr
+	overlay netip.Prefix
+	// forwarding (route.go)
+	routed                 []netip.Prefix
+	routeAll               bool
+	routeDrop, routeAccept []RouteRule
 
 	cmu   sync.RWMutex
 	flows map[flow]time.Time
@@ -111,6 +119,9 @@ type packet struct {
 
 func parse(b []byte) (packet, bool) {
 	var p packet
+	if len(b) >= 40 && b[0]>>4 == 6 {
+		return parse6(b)
+	}
 	if len(b) < 20 || b[0]>>4 != 4 {
 		return p, false
 	}
@@ -124,11 +135,34 @@ func parse(b []byte) (packet, bool) {
 	if binary.BigEndian.Uint16(b[6:8])&0x1fff != 0 {
 		return p, true // a later fragment: no transport header
 	}
-	l4 := b[ihl:]
+	return p.transport(b[ihl:]), true
+}
+
+// parse6 reads an IPv6 header whose transport header follows directly
+// (routed traffic to IPv6 networks and exit nodes). Extension headers are
+// not walked: such packets match protocol-only rules.
+func parse6(b []byte) (packet, bool) {
+	p := packet{proto: b[6], src: netip.AddrFrom16([16]byte(b[8:24])), dst: netip.AddrFrom16([16]byte(b[24:40]))}
+	if p.proto == protoICMPv6 {
+		p.proto = ProtoICMP // rules name one ICMP for both families
+		if l4 := b[40:]; len(l4) >= 8 && (l4[0] == 128 || l4[0] == 129) {
+			p.icmpEcho, p.icmpReply = true, l4[0] == 129
+			id := binary.BigEndian.Uint16(l4[4:6])
+			p.sport, p.dport = id, id
+		}
+		return p, true
+	}
+	return p.transport(b[40:]), true
+}
+
+const protoICMPv6 = 58
+
+// transport reads ports and flags from the transport header l4.
+func (p packet) transport(l4 []byte) packet {
 	switch p.proto {
 	case ProtoTCP, ProtoUDP:
 		if len(l4) < 4 {
-			return p, true
+			return p
 		}
 		p.sport, p.dport, p.hasPorts = binary.BigEndian.Uint16(l4[0:2]), binary.BigEndian.Uint16(l4[2:4]), true
 		if p.proto == ProtoTCP && len(l4) >= 14 {
@@ -142,7 +176,7 @@ func parse(b []byte) (packet, bool) {
 			p.sport, p.dport = id, id
 		}
 	}
-	return p, true
+	return p
 }
 
 // Outbound decides on a packet the host sends into the tunnel, and tracks
@@ -150,7 +184,7 @@ func parse(b []byte) (packet, bool) {
 func (f *Filter) Outbound(b []byte) bool {
 	p, ok := parse(b)
 	if !ok {
-		return true // not IPv4: nothing of ours to filter
+		return true // not IP: nothing of ours to filter
 	}
 	f.mu.RLock()
 	outDrop := f.outDrop
@@ -166,17 +200,21 @@ func (f *Filter) Outbound(b []byte) bool {
 	return true
 }
 
-// Inbound decides on a packet from the tunnel before it reaches the host.
+// Inbound decides on a packet from the tunnel before it reaches the host,
+// or, for another destination, before the host forwards it (route.go).
 func (f *Filter) Inbound(b []byte) bool {
 	f.mu.RLock()
-	inDrop, inAccept, allowAll := f.inDrop, f.inAccept, f.allowAll
+	inDrop, inAccept, allowAll, local, overlay := f.inDrop, f.inAccept, f.allowAll, f.local, f.overlay
 	f.mu.RUnlock()
-	if allowAll && len(inDrop) == 0 {
-		return true // the common All-to-All case: nothing to look at
+	if allowAll && len(inDrop) == 0 && !local.IsValid() {
+		return true // the common All-to-All case before routing is known
 	}
 	p, ok := parse(b)
 	if !ok {
 		return false
+	}
+	if local.IsValid() && p.dst != local {
+		return f.forward(p)
 	}
 	for _, r := range inDrop {
 		if r.matches(p.src, p.proto, p.dport, p.hasPorts) {
@@ -188,6 +226,11 @@ func (f *Filter) Inbound(b []byte) bool {
 		if f.known(flow{proto: p.proto, local: p.dst, remote: p.src, lport: p.dport, rport: p.sport}) {
 			return true
 		}
+	}
+	// From a routed network (a routing peer forwarding its LAN): only
+	// replies pass, the peer rules name overlay addresses.
+	if overlay.IsValid() && !overlay.Contains(p.src) {
+		return false
 	}
 	if allowAll {
 		return true

@@ -54,14 +54,39 @@ type Server struct {
 	// so a switch never races another.
 	op sync.Mutex
 
+	// startEngine starts a session: engine.Start, or a stand-in in tests
+	// (a real engine needs a TUN device and a management server).
+	startEngine func(context.Context, engine.Options) (session, error)
+
 	mu         sync.Mutex
-	eng        *engine.Engine
+	eng        session
 	engProfile string
 	engConfig  state.Config
 	needsLogin bool
 	lastErr    string
 	// pending is an SSO login waiting for the person (WaitSSOLogin).
 	pending *ssoLogin
+}
+
+// session is the running engine as the daemon uses it (*engine.Engine).
+type session interface {
+	Stop()
+	Status() engine.Status
+	Logout(ctx context.Context) error
+	// The route side (client/engine/routes.go), for the network RPCs.
+	Networks() []engine.Network
+	SelectNetworks(ids []string, appendSel, all bool) error
+	DeselectNetworks(ids []string, all bool) error
+	RouteSelection() engine.RouteSelection
+}
+
+// startEngine is the real session starter.
+func startEngine(ctx context.Context, o engine.Options) (session, error) {
+	e, err := engine.Start(ctx, o)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return e, nil
 }
 
 // ssoLogin is an SSO login started by Login and finished by WaitSSOLogin.
@@ -99,7 +124,7 @@ type Options struct {
 // New returns a daemon.
 func New(version string, log *slog.Logger, o Options) *Server {
 	return &Server{profiles: state.Profiles{Dir: o.StateDir}, fixed: o.ConfigPath, version: version, log: log, forceRelay: o.ForceRelay, firewall: o.Firewall, kernelWG: o.KernelWG, metricsAddr: o.MetricsAddr,
-		logFile: o.LogFile, logLevel: o.LogLevel}
+		logFile: o.LogFile, logLevel: o.LogLevel, startEngine: startEngine}
 }
 
 // active is the selected profile.
@@ -255,6 +280,9 @@ func (s *Server) Login(ctx context.Context, req *daemonpb.LoginRequest) (*daemon
 	if req.DisableDns != nil {
 		cfg.DisableDNS = req.GetDisableDns()
 	}
+	if req.ExitNodeBlockLan != nil {
+		cfg.ExitNodeBlockLAN = req.GetExitNodeBlockLan()
+	}
 	t, err := mgmtclient.ParseURL(cfg.ManagementURL)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -381,7 +409,7 @@ func (s *Server) checkIdentity(ctx context.Context, cfg *state.Config, t mgmtcli
 // sameSession reports whether the running engine already serves cfg.
 func sameSession(a, b state.Config) bool {
 	return a.ManagementURL == b.ManagementURL && a.PrivateKey == b.PrivateKey && a.InterfaceName == b.InterfaceName &&
-		a.WireguardPort == b.WireguardPort && a.MTU == b.MTU && a.Hostname == b.Hostname
+		a.WireguardPort == b.WireguardPort && a.MTU == b.MTU && a.Hostname == b.Hostname && a.ExitNodeBlockLAN == b.ExitNodeBlockLAN
 }
 
 // Up connects the active profile. If another session runs (another
@@ -445,27 +473,34 @@ func (s *Server) up(ctx context.Context, name string) error {
 	return nil
 }
 
-// start runs an engine for cfg. s.op held, no engine running.
-func (s *Server) start(ctx context.Context, name string, cfg state.Config, t mgmtclient.Target) error {
-	var eng *engine.Engine
-	eng, err := engine.Start(ctx, engine.Options{
+// engineOptions are the engine's options for profile name: the daemon's
+// settings and the profile's, its route selection included.
+func (s *Server) engineOptions(name string, cfg state.Config, t mgmtclient.Target) engine.Options {
+	return engine.Options{
 		Management: t, Private: cfg.Key(), Hostname: cfg.Hostname, Interface: cfg.InterfaceName,
 		WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: s.version, Log: s.log,
-		ForceRelay: s.forceRelay, Firewall: s.firewall, KernelWG: s.kernelWG, DisableDNS: cfg.DisableDNS, ResolvConf: ResolvConf(s.profiles.Dir),
-		Bundle: s.bundleSource(name),
-		OnFatal: func(err error) {
-			s.mu.Lock()
-			mine := s.eng == eng && eng != nil
-			if mine {
-				s.eng = nil
-			}
-			s.mu.Unlock()
-			if mine {
-				eng.Stop()
-				s.setNeedsLogin(err)
-			}
-		},
-	})
+		ForceRelay: s.forceRelay, Firewall: s.firewall, KernelWG: s.kernelWG, DisableDNS: cfg.DisableDNS, ResolvConf: ResolvConf(s.profiles.Dir), StateDir: s.profiles.Dir,
+		Bundle: s.bundleSource(name), RouteSelection: engineSelection(cfg.Routes), ExitNodeLAN: !cfg.ExitNodeBlockLAN,
+	}
+}
+
+// start runs an engine for cfg. s.op held, no engine running.
+func (s *Server) start(ctx context.Context, name string, cfg state.Config, t mgmtclient.Target) error {
+	var eng session
+	o := s.engineOptions(name, cfg, t)
+	o.OnFatal = func(err error) {
+		s.mu.Lock()
+		mine := s.eng == eng && eng != nil
+		if mine {
+			s.eng = nil
+		}
+		s.mu.Unlock()
+		if mine {
+			eng.Stop()
+			s.setNeedsLogin(err)
+		}
+	}
+	eng, err := s.startEngine(ctx, o)
 	if err != nil {
 		if engine.IsPermanent(err) {
 			s.setNeedsLogin(err)
@@ -552,6 +587,7 @@ func (s *Server) Status(context.Context, *daemonpb.StatusRequest) (*daemonpb.Sta
 	}
 	resp.ServerVersion = st.ServerVersion
 	resp.FullStatus = statusProto(st)
+	routeStatus(resp.FullStatus, e.Networks())
 	return resp, nil
 }
 
@@ -561,6 +597,12 @@ func statusProto(st engine.Status) *daemonpb.FullStatus {
 		SignalState:     &daemonpb.SignalState{URL: st.Signal, Connected: st.SignalConn, Error: st.SignalError},
 		LocalPeerState: &daemonpb.LocalPeerState{IP: st.Address.String(), PubKey: st.PublicKey.String(), KernelInterface: st.KernelWG,
 			Fqdn: st.FQDN, WgPort: int64(st.WGPort)},
+	}
+	if !st.Address.IsValid() {
+		fs.LocalPeerState.IP = "" // no address yet; not "invalid Prefix"
+	}
+	for _, n := range st.Served {
+		fs.LocalPeerState.Networks = append(fs.LocalPeerState.Networks, n.String())
 	}
 	for _, p := range st.Peers {
 		ps := &daemonpb.PeerState{

@@ -86,16 +86,23 @@ const (
 	FirewallNftables  = "nftables"
 )
 
-// ruleSetter enforces the map's firewall rules.
+// ruleSetter enforces the map's firewall rules: the peer rules, and the
+// route rules for what this peer forwards (serverroutes.go).
 type ruleSetter interface {
 	SetRules(rules []acl.Rule, allowAll bool)
+	SetOverlay(local netip.Addr, overlay netip.Prefix)
+	SetRouting(r acl.Routing)
 	close()
 }
 
 type userspaceFirewall struct{ f *acl.Filter }
 
 func (u userspaceFirewall) SetRules(rules []acl.Rule, allowAll bool) { u.f.SetRules(rules, allowAll) }
-func (userspaceFirewall) close()                                     {}
+func (u userspaceFirewall) SetOverlay(local netip.Addr, overlay netip.Prefix) {
+	u.f.SetOverlay(local, overlay)
+}
+func (u userspaceFirewall) SetRouting(r acl.Routing) { u.f.SetRouting(r) }
+func (userspaceFirewall) close()                     {}
 
 type nftFirewall struct {
 	f   *nftfw.Firewall
@@ -107,6 +114,18 @@ type nftFirewall struct {
 func (n nftFirewall) SetRules(rules []acl.Rule, allowAll bool) {
 	if err := n.f.SetRules(rules, allowAll); err != nil {
 		n.log.Error("firewall rules not applied; the previous ones stay", "err", err)
+	}
+}
+
+func (n nftFirewall) SetOverlay(_ netip.Addr, overlay netip.Prefix) {
+	if err := n.f.SetOverlay(overlay); err != nil {
+		n.log.Error("firewall overlay not applied; the previous rules stay", "err", err)
+	}
+}
+
+func (n nftFirewall) SetRouting(r acl.Routing) {
+	if err := n.f.SetRouting(r); err != nil {
+		n.log.Error("route firewall rules not applied; the previous ones stay", "err", err)
 	}
 }
 

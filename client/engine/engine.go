@@ -25,6 +25,7 @@ import (
 	"github.com/wiremesh/wiremesh/client/peer"
 	"github.com/wiremesh/wiremesh/client/relayclient"
 	"github.com/wiremesh/wiremesh/client/resolvconf"
+	"github.com/wiremesh/wiremesh/client/routes"
 	"github.com/wiremesh/wiremesh/client/signalclient"
 	"github.com/wiremesh/wiremesh/client/sso"
 	"github.com/wiremesh/wiremesh/internal/key"
@@ -64,6 +65,19 @@ type Options struct {
 	// OnFatal is called (once, from a goroutine of the engine) when the
 	// engine stops by itself, e.g. because the peer was deleted.
 	OnFatal func(error)
+	// StateDir is the agent's state directory: a routing peer records
+	// there the host settings it changes (forwarding sysctls, its NAT
+	// table), so a restart after a crash restores them; the route client
+	// records the routes and rules it installs (routes.json) the same
+	// way. Empty keeps the record in memory only.
+	StateDir string
+	// RouteSelection is the user's choice of networks to start with (the
+	// daemon persists RouteSelection() and passes it back).
+	RouteSelection RouteSelection
+	// ExitNodeLAN keeps the host's LAN reachable outside the tunnel while
+	// an exit node carries the default route. The daemon's default is
+	// true (the official client's); false sends the LAN into the tunnel.
+	ExitNodeLAN bool
 	// Bundle is what a remote debug bundle (a job from management)
 	// collects; nil collects the engine's status only. The engine adds
 	// its private and setup keys to the secrets.
@@ -81,6 +95,7 @@ type Engine struct {
 	mux    *peer.Mux
 	relays *relayclient.Manager
 	filter ruleSetter
+	srv    *serverRoutes // this peer as a routing peer (serverroutes.go)
 	meta   *mgmtpb.PeerSystemMeta
 	checks chan []string // posture check files asked for (reportChecks)
 	dns    *dnsService   // nil with DNS disabled or not listening
@@ -98,12 +113,21 @@ type Engine struct {
 	urls    []*stun.URI
 	peers   map[key.Public]*remote
 	stopped bool
+	// The route client (routes.go): keep is the servers' addresses no
+	// route may take into the tunnel, keepByHost the last lookup of each.
+	routes     *routes.Manager
+	resolveNow chan struct{} // a map brought domain routes: resolve now
+	keep       []netip.Addr
+	keepByHost map[string][]netip.Addr
 }
 
 type remote struct {
 	conn *peer.Conn
 	cfg  *mgmtpb.RemotePeerConfig
 	ips  []netip.Prefix
+	// routed: the networks this peer carries as the chosen routing peer
+	// (routes.go); they follow ips in its allowed IPs.
+	routed []netip.Prefix
 }
 
 // Meta describes this machine to management.
@@ -210,17 +234,23 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 		synced:  make(chan struct{}),
 	}
 	dev.Bind().SetProbeHandler(e.onProbe)
+	e.srv = newServerRoutes(o, dev.Name(), filter)
+	e.startRoutes(dev.Name())
 	// The login response's config starts the relay now, so the relayed
 	// path is ready about when the first network map arrives.
 	if cfg := lr.GetNetbirdConfig(); cfg != nil {
 		e.applyConfig(cfg)
 	}
+	// The servers' addresses are known before the first map brings routes.
+	e.refreshKeep(ctx)
 	rctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	e.wg.Add(4)
 	go func() { defer e.wg.Done(); sc.Run(rctx, e.onSignal) }()
 	go func() { defer e.wg.Done(); e.reportChecks(rctx) }()
 	go func() { defer e.wg.Done(); e.runJobs(rctx) }()
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); e.runRoutes(rctx) }()
 	go func() {
 		defer e.wg.Done()
 		err := mc.Sync(rctx, meta, e.onSync)
@@ -248,6 +278,7 @@ func (e *Engine) Stop() {
 	e.mu.Unlock()
 	e.cancel()
 	e.wg.Wait()
+	e.stopRoutes()
 	for _, r := range peers {
 		r.conn.Close()
 	}
@@ -255,6 +286,7 @@ func (e *Engine) Stop() {
 	e.dns.close()
 	_ = e.mux.Close()
 	e.dev.Close()
+	e.srv.close()
 	e.filter.close()
 	e.sig.Close()
 	e.mgmt.Close()
@@ -340,6 +372,7 @@ func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
 	}
 	e.serial = nm.GetSerial()
 	e.applyFirewall(nm)
+	e.srv.apply(e.o.Private.Public(), e.addr, nm)
 	e.dns.apply(nm.GetDNSConfig(), e.fqdn)
 	want := map[key.Public]*mgmtpb.RemotePeerConfig{}
 	if !nm.GetRemotePeersIsEmpty() {
@@ -365,8 +398,8 @@ func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
 		}
 		if r := e.peers[k]; r != nil {
 			if !samePrefixes(r.ips, ips) {
-				r.conn.SetAllowedIPs(ips)
 				r.ips = ips
+				r.conn.SetAllowedIPs(r.allowed())
 			}
 			r.cfg = rp
 			continue
@@ -379,6 +412,8 @@ func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
 		}, e.sig, e.dev)
 		e.peers[k] = &remote{conn: conn, cfg: rp, ips: ips}
 	}
+	// After the peers: a route's routing peer must be known to be chosen.
+	e.applyRoutes(nm)
 }
 
 func (e *Engine) applyConfig(cfg *mgmtpb.NetbirdConfig) {
@@ -468,6 +503,9 @@ type Status struct {
 	Peers           []PeerStatus
 	Relays          []relayclient.State
 	KernelWG        bool
+	// Served are the networks this peer routes for others (its server
+	// routes), for `netbird status`.
+	Served []netip.Prefix
 }
 
 // Status reports the current state.
@@ -480,6 +518,9 @@ func (e *Engine) Status() Status {
 		Management: e.mgmt.URL(), ServerVersion: e.mgmt.ServerVersion(), MgmtConnected: e.mgmt.Connected(), MgmtError: e.mgmt.LastError(),
 		Signal: e.sig.Addr, SignalConn: e.sig.Connected(), SignalError: e.sig.LastError(),
 		Relays: e.relays.States(), KernelWG: e.kernel, PendingApproval: e.pending,
+	}
+	if e.srv != nil {
+		st.Served = append([]netip.Prefix(nil), e.srv.cur.Routing.Networks...)
 	}
 	for k, r := range e.peers {
 		ps := PeerStatus{Key: k, FQDN: r.cfg.GetFqdn(), Conn: r.conn.Status()}

@@ -29,6 +29,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/envelope"
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/internal/mapdelta"
+	"github.com/wiremesh/wiremesh/internal/sockmark"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
@@ -102,11 +103,17 @@ func Dial(t Target, priv key.Private, log *slog.Logger) (*Client, error) {
 	if c := t.TLSConfig(); c != nil {
 		creds = credentials.NewTLS(c)
 	}
-	conn, err := grpc.NewClient(t.Addr, grpc.WithTransportCredentials(creds),
+	// passthrough: the marked dialer resolves the name itself, over marked
+	// sockets (grpc's own resolver would look it up through the tunnel
+	// when an exit node holds the default route).
+	conn, err := grpc.NewClient("passthrough:///"+t.Addr, grpc.WithTransportCredentials(creds),
 		// No service config from DNS TXT records: the lookup only costs time
 		// (seconds where the resolver is slow or unreachable) and the
 		// servers publish none.
 		grpc.WithDisableServiceConfig(),
+		// Marked sockets stay outside the tunnel whatever routes cover
+		// the server (client/routes).
+		grpc.WithContextDialer(sockmark.DialContext),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -21,6 +22,13 @@ import (
 type Firewall struct {
 	iface string
 	table *nftables.Table
+
+	mu sync.Mutex
+	// what the table holds, each part set by its own method
+	rules    []acl.Rule
+	allowAll bool
+	overlay  netip.Prefix
+	routing  acl.Routing
 }
 
 // New installs the table for iface, accepting everything until SetRules
@@ -40,9 +48,51 @@ func New(iface string) (*Firewall, error) {
 // Table is the nftables table's name.
 func (f *Firewall) Table() string { return f.table.Name }
 
-// SetRules replaces the rules; allowAll admits every inbound packet that
-// no drop rule matches.
+// SetRules replaces the peer rules; allowAll admits every inbound packet
+// that no drop rule matches. On error the previous table stays.
 func (f *Firewall) SetRules(rules []acl.Rule, allowAll bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prevRules, prevAll := f.rules, f.allowAll
+	f.rules, f.allowAll = append([]acl.Rule(nil), rules...), allowAll
+	if err := f.install(); err != nil {
+		f.rules, f.allowAll = prevRules, prevAll
+		return err
+	}
+	return nil
+}
+
+// SetOverlay sets the overlay network: allow-all and any-peer rules then
+// admit sources inside it only, so a routed network (a routing peer's
+// LAN) gets in only with replies to what this host opened.
+func (f *Firewall) SetOverlay(overlay netip.Prefix) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prev := f.overlay
+	f.overlay = overlay.Masked()
+	if err := f.install(); err != nil {
+		f.overlay = prev
+		return err
+	}
+	return nil
+}
+
+// SetRouting replaces what the forward chain lets through from the
+// interface (package acl's Routing: nothing without routed networks).
+func (f *Firewall) SetRouting(r acl.Routing) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prev := f.routing
+	f.routing = r
+	if err := f.install(); err != nil {
+		f.routing = prev
+		return err
+	}
+	return nil
+}
+
+// install replaces the table with what f holds. f.mu held.
+func (f *Firewall) install() error {
 	c, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)
@@ -54,12 +104,15 @@ func (f *Firewall) SetRules(rules []acl.Rule, allowAll bool) error {
 	c.AddTable(f.table)
 	accept := nftables.ChainPolicyAccept
 	chain := func(name string, hook *nftables.ChainHook) *nftables.Chain {
-		return c.AddChain(&nftables.Chain{Name: name, Table: f.table, Type: nftables.ChainTypeFilter,
-			Hooknum: hook, Priority: nftables.ChainPriorityFilter, Policy: &accept})
+		ch := &nftables.Chain{Name: name, Table: f.table}
+		if hook != nil {
+			ch.Type, ch.Hooknum, ch.Priority, ch.Policy = nftables.ChainTypeFilter, hook, nftables.ChainPriorityFilter, &accept
+		}
+		return c.AddChain(ch)
 	}
 	in, fwd, out := chain("input", nftables.ChainHookInput), chain("forward", nftables.ChainHookForward), chain("output", nftables.ChainHookOutput)
 	var inDrop, inAccept, outDrop []acl.Rule
-	for _, r := range rules {
+	for _, r := range f.rules {
 		switch {
 		case r.Inbound && !r.Accept:
 			inDrop = append(inDrop, r)
@@ -77,24 +130,28 @@ func (f *Firewall) SetRules(rules []acl.Rule, allowAll bool) error {
 		}
 		c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: all})
 	}
-	for _, ch := range []*nftables.Chain{in, fwd} {
-		for _, r := range inDrop {
-			for _, m := range matches(r, true) {
-				add(ch, inIf, m, verdict(expr.VerdictDrop))
-			}
-		}
-		add(ch, inIf, established(), verdict(expr.VerdictAccept))
-		if allowAll {
-			add(ch, inIf, verdict(expr.VerdictAccept))
-		} else {
-			for _, r := range inAccept {
-				for _, m := range matches(r, true) {
-					add(ch, inIf, m, verdict(expr.VerdictAccept))
-				}
-			}
-		}
-		add(ch, inIf, []expr.Any{&expr.Counter{}}, verdict(expr.VerdictDrop))
+	// Peers' own addresses only, once the overlay is known.
+	var fromOverlay []expr.Any
+	if f.overlay.IsValid() {
+		fromOverlay = prefixMatch(f.overlay, true)
 	}
+	for _, r := range inDrop {
+		for _, m := range matches(r, true) {
+			add(in, inIf, m, verdict(expr.VerdictDrop))
+		}
+	}
+	add(in, inIf, established(), verdict(expr.VerdictAccept))
+	if f.allowAll {
+		add(in, inIf, fromOverlay, verdict(expr.VerdictAccept))
+	} else {
+		for _, r := range inAccept {
+			for _, m := range matches(r, true) {
+				add(in, inIf, fromOverlay, m, verdict(expr.VerdictAccept))
+			}
+		}
+	}
+	add(in, inIf, []expr.Any{&expr.Counter{}}, verdict(expr.VerdictDrop))
+	f.addForward(fwd, chain("routed", nil), inIf, add)
 	for _, r := range outDrop {
 		for _, m := range matches(r, false) {
 			add(out, outIf, m, verdict(expr.VerdictDrop))

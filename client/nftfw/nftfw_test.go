@@ -180,3 +180,25 @@ func TestOtherInterfacesUntouched(t *testing.T) {
 		t.Error("an interface name over IFNAMSIZ must be refused")
 	}
 }
+
+// TestRoutedReplies is a client's side of a route: with the overlay set,
+// a source outside it (a host on a routing peer's LAN) gets in only with
+// replies to what this host opened, even under allow-all.
+func TestRoutedReplies(t *testing.T) {
+	x := newLab(t)
+	x.in(x.nsB, func() error { return x.fw.SetOverlay(netip.MustParsePrefix("100.70.0.0/16")) })
+	for _, allowAll := range []bool{true, false} {
+		var rules []acl.Rule
+		if !allowAll {
+			rules = []acl.Rule{{Inbound: true, Accept: true, Proto: acl.ProtoTCP}} // any peer
+		}
+		x.set(rules, allowAll)
+		x.expect("unsolicited a->b:80 from outside the overlay", x.dial(x.nsA, x.ipB, "80"), false)
+		x.expect("b->a:5000, replies from outside the overlay", x.dial(x.nsB, x.ipA, "5000"), true)
+		x.expect("b pings a", x.ping(x.nsB, x.ipA), true)
+	}
+	// The same source inside the overlay is a peer: the rules apply.
+	x.in(x.nsB, func() error { return x.fw.SetOverlay(netip.PrefixFrom(x.ipA, 16)) })
+	x.set(nil, true)
+	x.expect("a->b:80 as a peer", x.dial(x.nsA, x.ipB, "80"), true)
+}

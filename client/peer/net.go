@@ -2,11 +2,13 @@ package peer
 
 import (
 	"net"
+	"syscall"
 
 	"github.com/pion/transport/v5"
 	"github.com/pion/transport/v5/stdnet"
 
 	"github.com/wiremesh/wiremesh/internal/sockbuf"
+	"github.com/wiremesh/wiremesh/internal/sockmark"
 )
 
 // bigNet is the network ICE uses for its own sockets (TURN allocations):
@@ -25,6 +27,7 @@ func (n bigNet) ListenPacket(network, address string) (net.PacketConn, error) {
 	pc, err := n.Net.ListenPacket(network, address)
 	if err == nil {
 		sockbuf.Grow(pc)
+		markConn(pc)
 	}
 	return pc, err
 }
@@ -33,6 +36,20 @@ func (n bigNet) ListenUDP(network string, laddr *net.UDPAddr) (transport.UDPConn
 	c, err := n.Net.ListenUDP(network, laddr)
 	if err == nil {
 		sockbuf.Grow(c)
+		markConn(c)
 	}
 	return c, err
+}
+
+// markConn marks an ICE socket (TURN, STUN) so it stays outside the tunnel
+// when routes or an exit node cover its server (client/routes).
+func markConn(c any) {
+	if sc, ok := c.(syscall.Conn); ok {
+		sockmark.Set(sc)
+	}
+}
+
+// Dial connects ICE's TCP sockets (TURN over TCP/TLS) with the mark.
+func (n bigNet) Dial(network, address string) (net.Conn, error) {
+	return sockmark.Dialer().Dial(network, address)
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/envelope"
 	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/internal/sockmark"
 	"github.com/wiremesh/wiremesh/proto/signalpb"
 )
 
@@ -55,11 +56,16 @@ func Dial(addr string, useTLS bool, priv key.Private, log *slog.Logger) (*Client
 	if useTLS {
 		creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+	// passthrough: the marked dialer resolves the name itself, over marked
+	// sockets (see client/mgmtclient).
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(creds),
 		// No service config from DNS TXT records: the lookup only costs time
 		// (seconds where the resolver is slow or unreachable) and the
 		// servers publish none.
 		grpc.WithDisableServiceConfig(),
+		// Marked sockets stay outside the tunnel whatever routes cover
+		// the server (client/routes).
+		grpc.WithContextDialer(sockmark.DialContext),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}))
 	if err != nil {
 		return nil, fmt.Errorf("signal %s: %w", addr, err)

@@ -43,6 +43,25 @@ type Config struct {
 	// Up records that the profile was connected, so the daemon brings it
 	// up again after a restart.
 	Up bool `json:"up,omitempty"`
+	// Routes is the user's choice among the networks and exit nodes
+	// management offers (netbird networks select/deselect, up
+	// --exit-node), so a restart keeps it.
+	Routes RouteSelection `json:"route_selection,omitzero"`
+	// ExitNodeBlockLAN sends local LAN traffic into the tunnel too while
+	// an exit node carries internet traffic (netbird up
+	// --exit-node-block-lan); by default, as with the official client,
+	// the LAN stays reachable directly.
+	ExitNodeBlockLAN bool `json:"exit_node_block_lan,omitempty"`
+}
+
+// RouteSelection is a route selection as stored: network IDs the user
+// selected or deselected explicitly; networks named in neither follow
+// the default (selected, except exit nodes management marks as not
+// applied automatically), unless AllDeselected.
+type RouteSelection struct {
+	Selected      []string `json:"selected,omitempty"`
+	Deselected    []string `json:"deselected,omitempty"`
+	AllDeselected bool     `json:"all_deselected,omitempty"`
 }
 
 // Defaults of the official client.

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.zx2c4.com/wireguard/conn"
+
+	"github.com/wiremesh/wiremesh/internal/sockmark"
 )
 
 const (
@@ -108,6 +110,11 @@ func (b *Bind) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	// WireGuard's and ICE's packets (the STUN mux shares this socket) must
+	// never enter the tunnel through a route or an exit node: the mark
+	// keeps them on the host's own routes (client/routes). Without the
+	// privilege to mark, no routes are installed either.
+	_ = b.std.SetMark(sockmark.Mark)
 	b.mu.Lock()
 	epoch := make(chan struct{})
 	b.epoch, b.port = epoch, actual

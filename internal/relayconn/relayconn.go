@@ -20,6 +20,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/wiremesh/wiremesh/internal/relaywire"
+	"github.com/wiremesh/wiremesh/internal/sockmark"
 )
 
 // Conn is one relay connection.
@@ -169,7 +170,10 @@ func DialWS(ctx context.Context, relayURL string, tlsConf *tls.Config) (Conn, er
 	if err != nil {
 		return nil, err
 	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConf, ForceAttemptHTTP2: false, Proxy: http.ProxyFromEnvironment}}
+	// The marked dialer keeps the agent's relay connection out of the tunnel
+	// when routes or an exit node cover the relay (client/routes).
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConf, ForceAttemptHTTP2: false, Proxy: http.ProxyFromEnvironment,
+		DialContext: sockmark.Dialer().DialContext}}
 	c, resp, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPClient: hc, CompressionMode: websocket.CompressionDisabled})
 	if resp != nil && resp.Body != nil {
 		_, _ = io.Copy(io.Discard, resp.Body)

@@ -549,8 +549,12 @@ type LoginRequest struct {
 	// Accept a management server whose key differs from the one pinned for
 	// its URL in this profile (after a deliberate server reinstall).
 	TrustNewServerKey bool `protobuf:"varint,1000,opt,name=trustNewServerKey,proto3" json:"trustNewServerKey,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// While an exit node carries internet traffic, send local LAN traffic
+	// into the tunnel too (netbird up --exit-node-block-lan); unset keeps
+	// the profile's choice, false (the default) keeps the LAN direct.
+	ExitNodeBlockLan *bool `protobuf:"varint,1001,opt,name=exitNodeBlockLan,proto3,oneof" json:"exitNodeBlockLan,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *LoginRequest) Reset() {
@@ -664,6 +668,13 @@ func (x *LoginRequest) GetMtu() int64 {
 func (x *LoginRequest) GetTrustNewServerKey() bool {
 	if x != nil {
 		return x.TrustNewServerKey
+	}
+	return false
+}
+
+func (x *LoginRequest) GetExitNodeBlockLan() bool {
+	if x != nil && x.ExitNodeBlockLan != nil {
+		return *x.ExitNodeBlockLan
 	}
 	return false
 }
@@ -1072,8 +1083,12 @@ type FullStatus struct {
 	LocalPeerState  *LocalPeerState        `protobuf:"bytes,3,opt,name=localPeerState,proto3" json:"localPeerState,omitempty"`
 	Peers           []*PeerState           `protobuf:"bytes,4,rep,name=peers,proto3" json:"peers,omitempty"`
 	Relays          []*RelayState          `protobuf:"bytes,5,rep,name=relays,proto3" json:"relays,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// networksRevision changes whenever the networks offered to this peer
+	// or their selection change, so a UI knows when to call ListNetworks
+	// again.
+	NetworksRevision uint64 `protobuf:"varint,11,opt,name=networksRevision,proto3" json:"networksRevision,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FullStatus) Reset() {
@@ -1139,6 +1154,13 @@ func (x *FullStatus) GetRelays() []*RelayState {
 		return x.Relays
 	}
 	return nil
+}
+
+func (x *FullStatus) GetNetworksRevision() uint64 {
+	if x != nil {
+		return x.NetworksRevision
+	}
+	return 0
 }
 
 type ManagementState struct {
@@ -1339,11 +1361,18 @@ type LocalPeerState struct {
 	Fqdn                string                 `protobuf:"bytes,4,opt,name=fqdn,proto3" json:"fqdn,omitempty"`
 	RosenpassEnabled    bool                   `protobuf:"varint,5,opt,name=rosenpassEnabled,proto3" json:"rosenpassEnabled,omitempty"`
 	RosenpassPermissive bool                   `protobuf:"varint,6,opt,name=rosenpassPermissive,proto3" json:"rosenpassPermissive,omitempty"`
-	Networks            []string               `protobuf:"bytes,7,rep,name=networks,proto3" json:"networks,omitempty"`
-	Ipv6                string                 `protobuf:"bytes,8,opt,name=ipv6,proto3" json:"ipv6,omitempty"`
-	WgPort              int64                  `protobuf:"varint,9,opt,name=wgPort,proto3" json:"wgPort,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// networks this peer routes for others (as a routing peer).
+	Networks []string `protobuf:"bytes,7,rep,name=networks,proto3" json:"networks,omitempty"`
+	Ipv6     string   `protobuf:"bytes,8,opt,name=ipv6,proto3" json:"ipv6,omitempty"`
+	WgPort   int64    `protobuf:"varint,9,opt,name=wgPort,proto3" json:"wgPort,omitempty"`
+	// Our own fields.
+	// exitNode is the ID of the exit node this peer sends its internet
+	// traffic through ("" when none), and exitNodePeer the FQDN (or key)
+	// of the routing peer chosen for it.
+	ExitNode      string `protobuf:"bytes,1000,opt,name=exitNode,proto3" json:"exitNode,omitempty"`
+	ExitNodePeer  string `protobuf:"bytes,1001,opt,name=exitNodePeer,proto3" json:"exitNodePeer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LocalPeerState) Reset() {
@@ -1437,6 +1466,20 @@ func (x *LocalPeerState) GetWgPort() int64 {
 		return x.WgPort
 	}
 	return 0
+}
+
+func (x *LocalPeerState) GetExitNode() string {
+	if x != nil {
+		return x.ExitNode
+	}
+	return ""
+}
+
+func (x *LocalPeerState) GetExitNodePeer() string {
+	if x != nil {
+		return x.ExitNodePeer
+	}
+	return ""
 }
 
 type PeerState struct {
@@ -1908,6 +1951,331 @@ func (*LogoutResponse) Descriptor() ([]byte, []int) {
 	return file_daemon_proto_rawDescGZIP(), []int{30}
 }
 
+type ListNetworksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNetworksRequest) Reset() {
+	*x = ListNetworksRequest{}
+	mi := &file_daemon_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNetworksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNetworksRequest) ProtoMessage() {}
+
+func (x *ListNetworksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_daemon_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNetworksRequest.ProtoReflect.Descriptor instead.
+func (*ListNetworksRequest) Descriptor() ([]byte, []int) {
+	return file_daemon_proto_rawDescGZIP(), []int{31}
+}
+
+type ListNetworksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Routes        []*Network             `protobuf:"bytes,1,rep,name=routes,proto3" json:"routes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNetworksResponse) Reset() {
+	*x = ListNetworksResponse{}
+	mi := &file_daemon_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNetworksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNetworksResponse) ProtoMessage() {}
+
+func (x *ListNetworksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_daemon_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNetworksResponse.ProtoReflect.Descriptor instead.
+func (*ListNetworksResponse) Descriptor() ([]byte, []int) {
+	return file_daemon_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ListNetworksResponse) GetRoutes() []*Network {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
+type SelectNetworksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NetworkIDs    []string               `protobuf:"bytes,1,rep,name=networkIDs,proto3" json:"networkIDs,omitempty"`
+	Append        bool                   `protobuf:"varint,2,opt,name=append,proto3" json:"append,omitempty"`
+	All           bool                   `protobuf:"varint,3,opt,name=all,proto3" json:"all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SelectNetworksRequest) Reset() {
+	*x = SelectNetworksRequest{}
+	mi := &file_daemon_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SelectNetworksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SelectNetworksRequest) ProtoMessage() {}
+
+func (x *SelectNetworksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_daemon_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SelectNetworksRequest.ProtoReflect.Descriptor instead.
+func (*SelectNetworksRequest) Descriptor() ([]byte, []int) {
+	return file_daemon_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SelectNetworksRequest) GetNetworkIDs() []string {
+	if x != nil {
+		return x.NetworkIDs
+	}
+	return nil
+}
+
+func (x *SelectNetworksRequest) GetAppend() bool {
+	if x != nil {
+		return x.Append
+	}
+	return false
+}
+
+func (x *SelectNetworksRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+type SelectNetworksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SelectNetworksResponse) Reset() {
+	*x = SelectNetworksResponse{}
+	mi := &file_daemon_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SelectNetworksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SelectNetworksResponse) ProtoMessage() {}
+
+func (x *SelectNetworksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_daemon_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SelectNetworksResponse.ProtoReflect.Descriptor instead.
+func (*SelectNetworksResponse) Descriptor() ([]byte, []int) {
+	return file_daemon_proto_rawDescGZIP(), []int{34}
+}
+
+type IPList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ips           []string               `protobuf:"bytes,1,rep,name=ips,proto3" json:"ips,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IPList) Reset() {
+	*x = IPList{}
+	mi := &file_daemon_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IPList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IPList) ProtoMessage() {}
+
+func (x *IPList) ProtoReflect() protoreflect.Message {
+	mi := &file_daemon_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IPList.ProtoReflect.Descriptor instead.
+func (*IPList) Descriptor() ([]byte, []int) {
+	return file_daemon_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *IPList) GetIps() []string {
+	if x != nil {
+		return x.Ips
+	}
+	return nil
+}
+
+type Network struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ID          string                 `protobuf:"bytes,1,opt,name=ID,proto3" json:"ID,omitempty"`
+	Range       string                 `protobuf:"bytes,2,opt,name=range,proto3" json:"range,omitempty"`
+	Selected    bool                   `protobuf:"varint,3,opt,name=selected,proto3" json:"selected,omitempty"`
+	Domains     []string               `protobuf:"bytes,4,rep,name=domains,proto3" json:"domains,omitempty"`
+	ResolvedIPs map[string]*IPList     `protobuf:"bytes,5,rep,name=resolvedIPs,proto3" json:"resolvedIPs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Our own fields.
+	// exitNode marks a default route (0.0.0.0/0 or ::/0).
+	ExitNode bool `protobuf:"varint,1000,opt,name=exitNode,proto3" json:"exitNode,omitempty"`
+	// peers are the routing peers offering this network (FQDN, or key when
+	// the peer is not in our map), and chosen the one traffic goes through
+	// now ("" when none is connected or the network is not selected).
+	Peers         []string `protobuf:"bytes,1001,rep,name=peers,proto3" json:"peers,omitempty"`
+	Chosen        string   `protobuf:"bytes,1002,opt,name=chosen,proto3" json:"chosen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Network) Reset() {
+	*x = Network{}
+	mi := &file_daemon_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Network) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Network) ProtoMessage() {}
+
+func (x *Network) ProtoReflect() protoreflect.Message {
+	mi := &file_daemon_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Network.ProtoReflect.Descriptor instead.
+func (*Network) Descriptor() ([]byte, []int) {
+	return file_daemon_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *Network) GetID() string {
+	if x != nil {
+		return x.ID
+	}
+	return ""
+}
+
+func (x *Network) GetRange() string {
+	if x != nil {
+		return x.Range
+	}
+	return ""
+}
+
+func (x *Network) GetSelected() bool {
+	if x != nil {
+		return x.Selected
+	}
+	return false
+}
+
+func (x *Network) GetDomains() []string {
+	if x != nil {
+		return x.Domains
+	}
+	return nil
+}
+
+func (x *Network) GetResolvedIPs() map[string]*IPList {
+	if x != nil {
+		return x.ResolvedIPs
+	}
+	return nil
+}
+
+func (x *Network) GetExitNode() bool {
+	if x != nil {
+		return x.ExitNode
+	}
+	return false
+}
+
+func (x *Network) GetPeers() []string {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
+func (x *Network) GetChosen() string {
+	if x != nil {
+		return x.Chosen
+	}
+	return ""
+}
+
 var File_daemon_proto protoreflect.FileDescriptor
 
 const file_daemon_proto_rawDesc = "" +
@@ -1938,7 +2306,7 @@ const file_daemon_proto_rawDesc = "" +
 	"\x17GetActiveProfileRequest\"X\n" +
 	"\x18GetActiveProfileResponse\x12 \n" +
 	"\vprofileName\x18\x01 \x01(\tR\vprofileName\x12\x1a\n" +
-	"\busername\x18\x02 \x01(\tR\busername\"\x97\x04\n" +
+	"\busername\x18\x02 \x01(\tR\busername\"\xde\x04\n" +
 	"\fLoginRequest\x12\x1a\n" +
 	"\bsetupKey\x18\x01 \x01(\tR\bsetupKey\x12&\n" +
 	"\fpreSharedKey\x18\x02 \x01(\tB\x02\x18\x01R\fpreSharedKey\x12$\n" +
@@ -1952,12 +2320,14 @@ const file_daemon_proto_rawDesc = "" +
 	"disableDns\x88\x01\x01\x12%\n" +
 	"\vprofileName\x18\x1e \x01(\tH\x03R\vprofileName\x88\x01\x01\x12\x15\n" +
 	"\x03mtu\x18  \x01(\x03H\x04R\x03mtu\x88\x01\x01\x12-\n" +
-	"\x11trustNewServerKey\x18\xe8\a \x01(\bR\x11trustNewServerKeyB\x10\n" +
+	"\x11trustNewServerKey\x18\xe8\a \x01(\bR\x11trustNewServerKey\x120\n" +
+	"\x10exitNodeBlockLan\x18\xe9\a \x01(\bH\x05R\x10exitNodeBlockLan\x88\x01\x01B\x10\n" +
 	"\x0e_interfaceNameB\x10\n" +
 	"\x0e_wireguardPortB\x0e\n" +
 	"\f_disable_dnsB\x0e\n" +
 	"\f_profileNameB\x06\n" +
-	"\x04_mtu\"\xb5\x01\n" +
+	"\x04_mtuB\x13\n" +
+	"\x11_exitNodeBlockLan\"\xb5\x01\n" +
 	"\rLoginResponse\x12$\n" +
 	"\rneedsSSOLogin\x18\x01 \x01(\bR\rneedsSSOLogin\x12\x1a\n" +
 	"\buserCode\x18\x02 \x01(\tR\buserCode\x12(\n" +
@@ -1989,14 +2359,15 @@ const file_daemon_proto_rawDesc = "" +
 	"fullStatus\x12$\n" +
 	"\rdaemonVersion\x18\x03 \x01(\tR\rdaemonVersion\x12!\n" +
 	"\vprofileName\x18\xe8\a \x01(\tR\vprofileName\x12%\n" +
-	"\rserverVersion\x18\xe9\a \x01(\tR\rserverVersion\"\x9b\x02\n" +
+	"\rserverVersion\x18\xe9\a \x01(\tR\rserverVersion\"\xc7\x02\n" +
 	"\n" +
 	"FullStatus\x12A\n" +
 	"\x0fmanagementState\x18\x01 \x01(\v2\x17.daemon.ManagementStateR\x0fmanagementState\x125\n" +
 	"\vsignalState\x18\x02 \x01(\v2\x13.daemon.SignalStateR\vsignalState\x12>\n" +
 	"\x0elocalPeerState\x18\x03 \x01(\v2\x16.daemon.LocalPeerStateR\x0elocalPeerState\x12'\n" +
 	"\x05peers\x18\x04 \x03(\v2\x11.daemon.PeerStateR\x05peers\x12*\n" +
-	"\x06relays\x18\x05 \x03(\v2\x12.daemon.RelayStateR\x06relays\"\x82\x01\n" +
+	"\x06relays\x18\x05 \x03(\v2\x12.daemon.RelayStateR\x06relays\x12*\n" +
+	"\x10networksRevision\x18\v \x01(\x04R\x10networksRevision\"\x82\x01\n" +
 	"\x0fManagementState\x12\x10\n" +
 	"\x03URL\x18\x01 \x01(\tR\x03URL\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12\x14\n" +
@@ -2010,7 +2381,7 @@ const file_daemon_proto_rawDesc = "" +
 	"RelayState\x12\x10\n" +
 	"\x03URI\x18\x01 \x01(\tR\x03URI\x12\x1c\n" +
 	"\tavailable\x18\x02 \x01(\bR\tavailable\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\x9c\x02\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xde\x02\n" +
 	"\x0eLocalPeerState\x12\x0e\n" +
 	"\x02IP\x18\x01 \x01(\tR\x02IP\x12\x16\n" +
 	"\x06pubKey\x18\x02 \x01(\tR\x06pubKey\x12(\n" +
@@ -2020,7 +2391,9 @@ const file_daemon_proto_rawDesc = "" +
 	"\x13rosenpassPermissive\x18\x06 \x01(\bR\x13rosenpassPermissive\x12\x1a\n" +
 	"\bnetworks\x18\a \x03(\tR\bnetworks\x12\x12\n" +
 	"\x04ipv6\x18\b \x01(\tR\x04ipv6\x12\x16\n" +
-	"\x06wgPort\x18\t \x01(\x03R\x06wgPort\"\xde\x05\n" +
+	"\x06wgPort\x18\t \x01(\x03R\x06wgPort\x12\x1b\n" +
+	"\bexitNode\x18\xe8\a \x01(\tR\bexitNode\x12#\n" +
+	"\fexitNodePeer\x18\xe9\a \x01(\tR\fexitNodePeer\"\xde\x05\n" +
 	"\tPeerState\x12\x0e\n" +
 	"\x02IP\x18\x01 \x01(\tR\x02IP\x12\x16\n" +
 	"\x06pubKey\x18\x02 \x01(\tR\x06pubKey\x12\x1e\n" +
@@ -2061,7 +2434,31 @@ const file_daemon_proto_rawDesc = "" +
 	"\busername\x18\x02 \x01(\tH\x01R\busername\x88\x01\x01B\x0e\n" +
 	"\f_profileNameB\v\n" +
 	"\t_username\"\x10\n" +
-	"\x0eLogoutResponse2\xbf\x06\n" +
+	"\x0eLogoutResponse\"\x15\n" +
+	"\x13ListNetworksRequest\"?\n" +
+	"\x14ListNetworksResponse\x12'\n" +
+	"\x06routes\x18\x01 \x03(\v2\x0f.daemon.NetworkR\x06routes\"a\n" +
+	"\x15SelectNetworksRequest\x12\x1e\n" +
+	"\n" +
+	"networkIDs\x18\x01 \x03(\tR\n" +
+	"networkIDs\x12\x16\n" +
+	"\x06append\x18\x02 \x01(\bR\x06append\x12\x10\n" +
+	"\x03all\x18\x03 \x01(\bR\x03all\"\x18\n" +
+	"\x16SelectNetworksResponse\"\x1a\n" +
+	"\x06IPList\x12\x10\n" +
+	"\x03ips\x18\x01 \x03(\tR\x03ips\"\xc6\x02\n" +
+	"\aNetwork\x12\x0e\n" +
+	"\x02ID\x18\x01 \x01(\tR\x02ID\x12\x14\n" +
+	"\x05range\x18\x02 \x01(\tR\x05range\x12\x1a\n" +
+	"\bselected\x18\x03 \x01(\bR\bselected\x12\x18\n" +
+	"\adomains\x18\x04 \x03(\tR\adomains\x12B\n" +
+	"\vresolvedIPs\x18\x05 \x03(\v2 .daemon.Network.ResolvedIPsEntryR\vresolvedIPs\x12\x1b\n" +
+	"\bexitNode\x18\xe8\a \x01(\bR\bexitNode\x12\x15\n" +
+	"\x05peers\x18\xe9\a \x03(\tR\x05peers\x12\x17\n" +
+	"\x06chosen\x18\xea\a \x01(\tR\x06chosen\x1aN\n" +
+	"\x10ResolvedIPsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
+	"\x05value\x18\x02 \x01(\v2\x0e.daemon.IPListR\x05value:\x028\x012\xb4\b\n" +
 	"\rDaemonService\x126\n" +
 	"\x05Login\x12\x14.daemon.LoginRequest\x1a\x15.daemon.LoginResponse\"\x00\x12K\n" +
 	"\fWaitSSOLogin\x12\x1b.daemon.WaitSSOLoginRequest\x1a\x1c.daemon.WaitSSOLoginResponse\"\x00\x12-\n" +
@@ -2075,7 +2472,10 @@ const file_daemon_proto_rawDesc = "" +
 	"AddProfile\x12\x19.daemon.AddProfileRequest\x1a\x1a.daemon.AddProfileResponse\"\x00\x12N\n" +
 	"\rRemoveProfile\x12\x1c.daemon.RemoveProfileRequest\x1a\x1d.daemon.RemoveProfileResponse\"\x00\x12K\n" +
 	"\fListProfiles\x12\x1b.daemon.ListProfilesRequest\x1a\x1c.daemon.ListProfilesResponse\"\x00\x12W\n" +
-	"\x10GetActiveProfile\x12\x1f.daemon.GetActiveProfileRequest\x1a .daemon.GetActiveProfileResponse\"\x00B6Z4github.com/wiremesh/wiremesh/proto/daemonpb;daemonpbb\x06proto3"
+	"\x10GetActiveProfile\x12\x1f.daemon.GetActiveProfileRequest\x1a .daemon.GetActiveProfileResponse\"\x00\x12K\n" +
+	"\fListNetworks\x12\x1b.daemon.ListNetworksRequest\x1a\x1c.daemon.ListNetworksResponse\"\x00\x12Q\n" +
+	"\x0eSelectNetworks\x12\x1d.daemon.SelectNetworksRequest\x1a\x1e.daemon.SelectNetworksResponse\"\x00\x12S\n" +
+	"\x10DeselectNetworks\x12\x1d.daemon.SelectNetworksRequest\x1a\x1e.daemon.SelectNetworksResponse\"\x00B6Z4github.com/wiremesh/wiremesh/proto/daemonpb;daemonpbb\x06proto3"
 
 var (
 	file_daemon_proto_rawDescOnce sync.Once
@@ -2089,7 +2489,7 @@ func file_daemon_proto_rawDescGZIP() []byte {
 	return file_daemon_proto_rawDescData
 }
 
-var file_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_daemon_proto_goTypes = []any{
 	(*SwitchProfileRequest)(nil),     // 0: daemon.SwitchProfileRequest
 	(*SwitchProfileResponse)(nil),    // 1: daemon.SwitchProfileResponse
@@ -2122,8 +2522,15 @@ var file_daemon_proto_goTypes = []any{
 	(*GetConfigResponse)(nil),        // 28: daemon.GetConfigResponse
 	(*LogoutRequest)(nil),            // 29: daemon.LogoutRequest
 	(*LogoutResponse)(nil),           // 30: daemon.LogoutResponse
-	(*timestamppb.Timestamp)(nil),    // 31: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 32: google.protobuf.Duration
+	(*ListNetworksRequest)(nil),      // 31: daemon.ListNetworksRequest
+	(*ListNetworksResponse)(nil),     // 32: daemon.ListNetworksResponse
+	(*SelectNetworksRequest)(nil),    // 33: daemon.SelectNetworksRequest
+	(*SelectNetworksResponse)(nil),   // 34: daemon.SelectNetworksResponse
+	(*IPList)(nil),                   // 35: daemon.IPList
+	(*Network)(nil),                  // 36: daemon.Network
+	nil,                              // 37: daemon.Network.ResolvedIPsEntry
+	(*timestamppb.Timestamp)(nil),    // 38: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 39: google.protobuf.Duration
 }
 var file_daemon_proto_depIdxs = []int32{
 	8,  // 0: daemon.ListProfilesResponse.profiles:type_name -> daemon.Profile
@@ -2133,38 +2540,47 @@ var file_daemon_proto_depIdxs = []int32{
 	23, // 4: daemon.FullStatus.localPeerState:type_name -> daemon.LocalPeerState
 	24, // 5: daemon.FullStatus.peers:type_name -> daemon.PeerState
 	22, // 6: daemon.FullStatus.relays:type_name -> daemon.RelayState
-	31, // 7: daemon.PeerState.connStatusUpdate:type_name -> google.protobuf.Timestamp
-	31, // 8: daemon.PeerState.lastWireguardHandshake:type_name -> google.protobuf.Timestamp
-	32, // 9: daemon.PeerState.latency:type_name -> google.protobuf.Duration
-	11, // 10: daemon.DaemonService.Login:input_type -> daemon.LoginRequest
-	13, // 11: daemon.DaemonService.WaitSSOLogin:input_type -> daemon.WaitSSOLoginRequest
-	15, // 12: daemon.DaemonService.Up:input_type -> daemon.UpRequest
-	17, // 13: daemon.DaemonService.Status:input_type -> daemon.StatusRequest
-	25, // 14: daemon.DaemonService.Down:input_type -> daemon.DownRequest
-	27, // 15: daemon.DaemonService.GetConfig:input_type -> daemon.GetConfigRequest
-	29, // 16: daemon.DaemonService.Logout:input_type -> daemon.LogoutRequest
-	0,  // 17: daemon.DaemonService.SwitchProfile:input_type -> daemon.SwitchProfileRequest
-	2,  // 18: daemon.DaemonService.AddProfile:input_type -> daemon.AddProfileRequest
-	4,  // 19: daemon.DaemonService.RemoveProfile:input_type -> daemon.RemoveProfileRequest
-	6,  // 20: daemon.DaemonService.ListProfiles:input_type -> daemon.ListProfilesRequest
-	9,  // 21: daemon.DaemonService.GetActiveProfile:input_type -> daemon.GetActiveProfileRequest
-	12, // 22: daemon.DaemonService.Login:output_type -> daemon.LoginResponse
-	14, // 23: daemon.DaemonService.WaitSSOLogin:output_type -> daemon.WaitSSOLoginResponse
-	16, // 24: daemon.DaemonService.Up:output_type -> daemon.UpResponse
-	18, // 25: daemon.DaemonService.Status:output_type -> daemon.StatusResponse
-	26, // 26: daemon.DaemonService.Down:output_type -> daemon.DownResponse
-	28, // 27: daemon.DaemonService.GetConfig:output_type -> daemon.GetConfigResponse
-	30, // 28: daemon.DaemonService.Logout:output_type -> daemon.LogoutResponse
-	1,  // 29: daemon.DaemonService.SwitchProfile:output_type -> daemon.SwitchProfileResponse
-	3,  // 30: daemon.DaemonService.AddProfile:output_type -> daemon.AddProfileResponse
-	5,  // 31: daemon.DaemonService.RemoveProfile:output_type -> daemon.RemoveProfileResponse
-	7,  // 32: daemon.DaemonService.ListProfiles:output_type -> daemon.ListProfilesResponse
-	10, // 33: daemon.DaemonService.GetActiveProfile:output_type -> daemon.GetActiveProfileResponse
-	22, // [22:34] is the sub-list for method output_type
-	10, // [10:22] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	38, // 7: daemon.PeerState.connStatusUpdate:type_name -> google.protobuf.Timestamp
+	38, // 8: daemon.PeerState.lastWireguardHandshake:type_name -> google.protobuf.Timestamp
+	39, // 9: daemon.PeerState.latency:type_name -> google.protobuf.Duration
+	36, // 10: daemon.ListNetworksResponse.routes:type_name -> daemon.Network
+	37, // 11: daemon.Network.resolvedIPs:type_name -> daemon.Network.ResolvedIPsEntry
+	35, // 12: daemon.Network.ResolvedIPsEntry.value:type_name -> daemon.IPList
+	11, // 13: daemon.DaemonService.Login:input_type -> daemon.LoginRequest
+	13, // 14: daemon.DaemonService.WaitSSOLogin:input_type -> daemon.WaitSSOLoginRequest
+	15, // 15: daemon.DaemonService.Up:input_type -> daemon.UpRequest
+	17, // 16: daemon.DaemonService.Status:input_type -> daemon.StatusRequest
+	25, // 17: daemon.DaemonService.Down:input_type -> daemon.DownRequest
+	27, // 18: daemon.DaemonService.GetConfig:input_type -> daemon.GetConfigRequest
+	29, // 19: daemon.DaemonService.Logout:input_type -> daemon.LogoutRequest
+	0,  // 20: daemon.DaemonService.SwitchProfile:input_type -> daemon.SwitchProfileRequest
+	2,  // 21: daemon.DaemonService.AddProfile:input_type -> daemon.AddProfileRequest
+	4,  // 22: daemon.DaemonService.RemoveProfile:input_type -> daemon.RemoveProfileRequest
+	6,  // 23: daemon.DaemonService.ListProfiles:input_type -> daemon.ListProfilesRequest
+	9,  // 24: daemon.DaemonService.GetActiveProfile:input_type -> daemon.GetActiveProfileRequest
+	31, // 25: daemon.DaemonService.ListNetworks:input_type -> daemon.ListNetworksRequest
+	33, // 26: daemon.DaemonService.SelectNetworks:input_type -> daemon.SelectNetworksRequest
+	33, // 27: daemon.DaemonService.DeselectNetworks:input_type -> daemon.SelectNetworksRequest
+	12, // 28: daemon.DaemonService.Login:output_type -> daemon.LoginResponse
+	14, // 29: daemon.DaemonService.WaitSSOLogin:output_type -> daemon.WaitSSOLoginResponse
+	16, // 30: daemon.DaemonService.Up:output_type -> daemon.UpResponse
+	18, // 31: daemon.DaemonService.Status:output_type -> daemon.StatusResponse
+	26, // 32: daemon.DaemonService.Down:output_type -> daemon.DownResponse
+	28, // 33: daemon.DaemonService.GetConfig:output_type -> daemon.GetConfigResponse
+	30, // 34: daemon.DaemonService.Logout:output_type -> daemon.LogoutResponse
+	1,  // 35: daemon.DaemonService.SwitchProfile:output_type -> daemon.SwitchProfileResponse
+	3,  // 36: daemon.DaemonService.AddProfile:output_type -> daemon.AddProfileResponse
+	5,  // 37: daemon.DaemonService.RemoveProfile:output_type -> daemon.RemoveProfileResponse
+	7,  // 38: daemon.DaemonService.ListProfiles:output_type -> daemon.ListProfilesResponse
+	10, // 39: daemon.DaemonService.GetActiveProfile:output_type -> daemon.GetActiveProfileResponse
+	32, // 40: daemon.DaemonService.ListNetworks:output_type -> daemon.ListNetworksResponse
+	34, // 41: daemon.DaemonService.SelectNetworks:output_type -> daemon.SelectNetworksResponse
+	34, // 42: daemon.DaemonService.DeselectNetworks:output_type -> daemon.SelectNetworksResponse
+	28, // [28:43] is the sub-list for method output_type
+	13, // [13:28] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_daemon_proto_init() }
@@ -2183,7 +2599,7 @@ func file_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_daemon_proto_rawDesc), len(file_daemon_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -67,7 +67,7 @@ func root() *cobra.Command {
 	pf.StringVar(&g.psk, "preshared-key", "", "WireGuard pre-shared key (not supported yet; must be empty)")
 	pf.StringVarP(&g.hostname, "hostname", "n", "", "peer name (default: the machine's hostname)")
 	pf.StringVarP(&g.config, "config", "c", "", "profile config file (default: $NB_STATE_DIR/config.json)")
-	cmd.AddCommand(upCmd(g), downCmd(g), statusCmd(g), versionCmd(), serviceCmd(g), loginCmd(g), logoutCmd(g, "logout"), logoutCmd(g, "deregister"), profileCmd(g), debugCmd(g))
+	cmd.AddCommand(upCmd(g), downCmd(g), statusCmd(g), versionCmd(), serviceCmd(g), loginCmd(g), logoutCmd(g, "logout"), logoutCmd(g, "deregister"), profileCmd(g), debugCmd(g), networksCmd(g))
 	return cmd
 }
 
@@ -114,7 +114,8 @@ func plain(err error) error {
 
 type upFlags struct {
 	foreground, noBrowser, disableDNS, disableFirewall, allowSSH, trustNewKey bool
-	iface, profile                                                            string
+	exitNodeBlockLAN                                                          bool
+	iface, profile, exitNode                                                  string
 	port, mtu                                                                 int
 	dnsLabels                                                                 []string
 }
@@ -133,6 +134,8 @@ func upCmd(g *globals) *cobra.Command {
 	fl.BoolVar(&f.allowSSH, "allow-server-ssh", false, "allow SSH to this machine (accepted)")
 	fl.StringSliceVar(&f.dnsLabels, "extra-dns-labels", nil, "extra DNS labels (accepted)")
 	fl.StringVar(&f.profile, "profile", "", "profile to connect (selects it; see netbird profile list)")
+	fl.StringVar(&f.exitNode, "exit-node", "", "send internet traffic through this exit node (its ID in netbird networks ls); other exit nodes are deselected")
+	fl.BoolVar(&f.exitNodeBlockLAN, "exit-node-block-lan", false, "while an exit node carries internet traffic, send local LAN traffic through it too (default: the LAN stays reachable directly; remembered in the profile)")
 	fl.BoolVar(&f.trustNewKey, "trust-new-server-key", false, "accept a management server whose identity changed since the first login (after a deliberate reinstall)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if g.psk != "" {
@@ -147,7 +150,13 @@ func upCmd(g *globals) *cobra.Command {
 				return err
 			}
 		}
+		if changed := cmd.Flags().Changed("exit-node"); changed && strings.TrimSpace(f.exitNode) == "" {
+			return errNoExitNodeName
+		}
 		if f.foreground {
+			if f.exitNode != "" {
+				return errors.New("--exit-node needs the daemon: run netbird service run (or netbird service start), then netbird up --exit-node ID")
+			}
 			return upForeground(cmd.Context(), g, f, sk, cmd.Flags().Changed)
 		}
 		return upDaemon(cmd.Context(), g, f, sk, cmd.Flags().Changed)
@@ -180,6 +189,9 @@ func upDaemon(ctx context.Context, g *globals, f upFlags, setupKey string, chang
 	if changed("disable-dns") {
 		req.DisableDns = &f.disableDNS
 	}
+	if changed("exit-node-block-lan") {
+		req.ExitNodeBlockLan = &f.exitNodeBlockLAN
+	}
 	if err := loginDaemon(ctx, c, req, f.noBrowser); err != nil {
 		return err
 	}
@@ -191,6 +203,13 @@ func upDaemon(ctx context.Context, g *globals, f upFlags, setupKey string, chang
 		st, err := c.Status(ctx, &daemonpb.StatusRequest{})
 		if err == nil && st.GetStatus() == daemon.StatusConnected {
 			fmt.Println("Connected")
+			if f.exitNode == "" {
+				return nil
+			}
+			if err := useExitNode(ctx, c, strings.TrimSpace(f.exitNode), exitNodeWait); err != nil {
+				return err
+			}
+			fmt.Printf("Exit node %s selected: internet traffic goes through it\n", strings.TrimSpace(f.exitNode))
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -230,6 +249,9 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 	if changed("disable-dns") {
 		cfg.DisableDNS = f.disableDNS
 	}
+	if changed("exit-node-block-lan") {
+		cfg.ExitNodeBlockLAN = f.exitNodeBlockLAN
+	}
 	t, err := mgmtclient.ParseURL(cfg.ManagementURL)
 	if err != nil {
 		return err
@@ -247,7 +269,8 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 	fatal := make(chan error, 1)
 	e, err := engine.Start(ctx, engine.Options{Management: t, Private: cfg.Key(), SetupKey: setupKey, Hostname: cfg.Hostname,
 		Interface: cfg.InterfaceName, WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: version.Version, Log: log,
-		DisableDNS: cfg.DisableDNS, ResolvConf: daemon.ResolvConf(state.Dir()), Firewall: os.Getenv("NB_FIREWALL"),
+		DisableDNS: cfg.DisableDNS, ResolvConf: daemon.ResolvConf(state.Dir()), StateDir: state.Dir(), Firewall: os.Getenv("NB_FIREWALL"),
+		RouteSelection: engine.RouteSelection(cfg.Routes), ExitNodeLAN: !cfg.ExitNodeBlockLAN,
 		ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true", KernelWG: os.Getenv("NB_WG_KERNEL") == "true",
 		OnFatal: func(err error) { fatal <- err },
 		Bundle: &debugbundle.Source{Version: "netbird " + version.Version, Level: level, LogFile: logFileOf(g), Stacks: true,

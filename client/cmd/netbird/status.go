@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,10 @@ type jsonStatus struct {
 	DNSServers          []string   `json:"dnsServers"`
 	ProfileName         string     `json:"profileName"`
 	ServerVersion       string     `json:"serverVersion"` // ours: the management server's version, when it says
+	// Ours: the exit node in use (its network ID) and the routing peer
+	// carrying it, when there is one.
+	ExitNode     string `json:"exitNode,omitempty"`
+	ExitNodePeer string `json:"exitNodePeer,omitempty"`
 }
 
 type jsonPeers struct {
@@ -94,8 +99,9 @@ func toJSON(r *daemonpb.StatusResponse) jsonStatus {
 		Relays:    jsonRelays{Details: []jsonRelay{}},
 		NetbirdIP: fs.GetLocalPeerState().GetIP(), PublicKey: fs.GetLocalPeerState().GetPubKey(),
 		UsesKernelInterface: fs.GetLocalPeerState().GetKernelInterface(), WireguardPort: fs.GetLocalPeerState().GetWgPort(),
-		FQDN: fs.GetLocalPeerState().GetFqdn(), Networks: []string{}, DNSServers: []string{}, ProfileName: r.GetProfileName(), ServerVersion: r.GetServerVersion(),
-		Peers: jsonPeers{Details: []jsonPeer{}},
+		FQDN: fs.GetLocalPeerState().GetFqdn(), Networks: sortedCopy(fs.GetLocalPeerState().GetNetworks()), DNSServers: []string{}, ProfileName: r.GetProfileName(), ServerVersion: r.GetServerVersion(),
+		Peers:    jsonPeers{Details: []jsonPeer{}},
+		ExitNode: fs.GetLocalPeerState().GetExitNode(), ExitNodePeer: fs.GetLocalPeerState().GetExitNodePeer(),
 	}
 	for _, r := range fs.GetRelays() {
 		out.Relays.Total++
@@ -119,7 +125,7 @@ func toJSON(r *daemonpb.StatusResponse) jsonStatus {
 			IceCandidateType:     jsonPair{Local: p.GetLocalIceCandidateType(), Remote: p.GetRemoteIceCandidateType()},
 			IceCandidateEndpoint: jsonPair{Local: p.GetLocalIceCandidateEndpoint(), Remote: p.GetRemoteIceCandidateEndpoint()},
 			RelayAddress:         p.GetRelayAddress(), TransferReceived: p.GetBytesRx(), TransferSent: p.GetBytesTx(),
-			Networks: []string{},
+			Networks: sortedCopy(p.GetNetworks()),
 		}
 		if p.GetLastWireguardHandshake() != nil {
 			jp.LastWireguardHandshake = p.GetLastWireguardHandshake().AsTime()
@@ -220,16 +226,17 @@ func printText(w io.Writer, s jsonStatus, detail bool) {
 	if detail {
 		fmt.Fprintln(w, "Peers detail:")
 		for _, p := range s.Peers.Details {
-			fmt.Fprintf(w, " %s:\n  NetBird IP: %s\n  Public key: %s\n  Status: %s\n  -- detail --\n  Connection type: %s\n  ICE candidate (Local/Remote): %s/%s\n  ICE candidate endpoints (Local/Remote): %s/%s\n  Last connection update: %s\n  Last WireGuard handshake: %s\n  Transfer status (received/sent) %d B/%d B\n\n",
+			fmt.Fprintf(w, " %s:\n  NetBird IP: %s\n  Public key: %s\n  Status: %s\n  -- detail --\n  Connection type: %s\n  ICE candidate (Local/Remote): %s/%s\n  ICE candidate endpoints (Local/Remote): %s/%s\n  Last connection update: %s\n  Last WireGuard handshake: %s\n  Transfer status (received/sent) %d B/%d B\n  Networks: %s\n\n",
 				p.FQDN, p.NetbirdIP, p.PublicKey, p.Status, p.ConnectionType, dash(p.IceCandidateType.Local), dash(p.IceCandidateType.Remote),
 				dash(p.IceCandidateEndpoint.Local), dash(p.IceCandidateEndpoint.Remote), ago(p.LastStatusUpdate), ago(p.LastWireguardHandshake),
-				p.TransferReceived, p.TransferSent)
+				p.TransferReceived, p.TransferSent, dash(strings.Join(p.Networks, ", ")))
 		}
 	}
-	fmt.Fprintf(w, "Daemon version: %s\nCLI version: %s\nProfile: %s\nDaemon status: %s\nManagement: %s (server version %s)\nSignal: %s\nRelays: %d/%d Available\nFQDN: %s\nNetBird IP: %s\nInterface type: %s\nPeers count: %d/%d Connected\n",
+	fmt.Fprintf(w, "Daemon version: %s\nCLI version: %s\nProfile: %s\nDaemon status: %s\nManagement: %s (server version %s)\nSignal: %s\nRelays: %d/%d Available\nFQDN: %s\nNetBird IP: %s\nInterface type: %s\nNetworks: %s\nExit node: %s\nPeers count: %d/%d Connected\n",
 		s.DaemonVersion, s.CliVersion, dash(s.ProfileName), s.DaemonStatus, conn(s.Management), dash(s.ServerVersion), conn(s.Signal),
 		s.Relays.Available, s.Relays.Total, dash(s.FQDN), dash(s.NetbirdIP),
-		map[bool]string{true: "Kernel", false: "Userspace"}[s.UsesKernelInterface], s.Peers.Connected, s.Peers.Total)
+		map[bool]string{true: "Kernel", false: "Userspace"}[s.UsesKernelInterface], dash(strings.Join(s.Networks, ", ")), exitNodeText(s),
+		s.Peers.Connected, s.Peers.Total)
 	if s.Management.PendingApproval {
 		fmt.Fprintln(w, "Peer approval: pending approval (an administrator of the account must approve this peer before it can reach other peers)")
 	}
@@ -240,4 +247,24 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// exitNodeText is the "Exit node:" line: the exit node in use and the
+// routing peer carrying it ("-" when internet traffic leaves locally).
+func exitNodeText(s jsonStatus) string {
+	switch {
+	case s.ExitNode == "":
+		return "-"
+	case s.ExitNodePeer == "":
+		return s.ExitNode + " (no routing peer connected)"
+	}
+	return s.ExitNode + " via " + s.ExitNodePeer
+}
+
+// sortedCopy returns ss sorted, as the official CLI lists networks, and
+// never nil (the JSON shape has [] for none).
+func sortedCopy(ss []string) []string {
+	out := append([]string{}, ss...)
+	slices.Sort(out)
+	return out
 }

@@ -1,0 +1,226 @@
+package engine
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"reflect"
+	"sort"
+
+	"github.com/wiremesh/wiremesh/client/acl"
+	"github.com/wiremesh/wiremesh/client/forward"
+	"github.com/wiremesh/wiremesh/internal/key"
+	"github.com/wiremesh/wiremesh/proto/mgmtpb"
+)
+
+// NetworkType values of mgmtpb.Route.
+const (
+	netTypeIPv4   = 1
+	netTypeIPv6   = 2
+	netTypeDomain = 3
+)
+
+// serving is what this peer does as a routing peer: the networks it
+// forwards to (with masquerade per route) and the route firewall.
+type serving struct {
+	Routes  []forward.Route
+	Routing acl.Routing
+}
+
+// servingFromMap picks the map's server routes (those whose routing peer
+// is self) and converts them and the route firewall rules to typed
+// values. A domain route forwards to the whole address family: the
+// clients resolve the names and route what they get (as NetBird's routing
+// peers do without their DNS forwarder), the rules still limit sources,
+// protocols and ports. Problems come back as warnings, one per skipped
+// item.
+func servingFromMap(self key.Public, routes []*mgmtpb.Route, rules []*mgmtpb.RouteFirewallRule, rulesEmpty bool) (serving, []string) {
+	var s serving
+	var warn []string
+	masq := map[netip.Prefix]bool{}
+	for _, r := range routes {
+		if r.GetPeer() != self.String() {
+			continue
+		}
+		nets, err := routeNetworks(r)
+		if err != nil {
+			warn = append(warn, fmt.Sprintf("route %s (%s): %v", r.GetID(), r.GetNetID(), err))
+			continue
+		}
+		for _, n := range nets {
+			// Routes of one network (HA, several IDs) merge: masquerade
+			// when any of them asks for it.
+			if _, seen := masq[n]; !seen {
+				s.Routing.Networks = append(s.Routing.Networks, n)
+			}
+			masq[n] = masq[n] || r.GetMasquerade()
+		}
+	}
+	sort.Slice(s.Routing.Networks, func(i, j int) bool { return s.Routing.Networks[i].String() < s.Routing.Networks[j].String() })
+	for _, n := range s.Routing.Networks {
+		s.Routes = append(s.Routes, forward.Route{Network: n, Masquerade: masq[n]})
+	}
+	if len(s.Routes) == 0 {
+		return s, warn
+	}
+	// The spec's legacy rule: no rules and not marked empty is an old
+	// server, which meant "allow all".
+	if len(rules) == 0 && !rulesEmpty {
+		s.Routing.AllowAll = true
+		return s, warn
+	}
+	for _, fr := range rules {
+		r, err := routeRule(fr)
+		if err != nil {
+			warn = append(warn, fmt.Sprintf("route firewall rule for %s: %v", fr.GetRouteID(), err))
+			continue
+		}
+		s.Routing.Rules = append(s.Routing.Rules, r)
+	}
+	return s, warn
+}
+
+// routeNetworks is what a route forwards to.
+func routeNetworks(r *mgmtpb.Route) ([]netip.Prefix, error) {
+	if r.GetNetworkType() == netTypeDomain || len(r.GetDomains()) > 0 {
+		// The clients resolve; which family they use is theirs to say.
+		return []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}, nil
+	}
+	p, err := netip.ParsePrefix(r.GetNetwork())
+	if err != nil {
+		return nil, fmt.Errorf("bad network %q: %w", r.GetNetwork(), err)
+	}
+	return []netip.Prefix{p.Masked()}, nil
+}
+
+func routeRule(fr *mgmtpb.RouteFirewallRule) (acl.RouteRule, error) {
+	r := acl.RouteRule{Accept: fr.GetAction() == mgmtpb.RuleAction_ACCEPT}
+	for _, s := range fr.GetSourceRanges() {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return r, fmt.Errorf("bad source range %q: %w", s, err)
+		}
+		if p.Bits() == 0 {
+			r.Sources = nil // any source of the family: no narrowing
+			break
+		}
+		r.Sources = append(r.Sources, p.Masked())
+	}
+	if fr.GetIsDynamic() || len(fr.GetDomains()) > 0 {
+		r.Dests = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
+	} else {
+		p, err := netip.ParsePrefix(fr.GetDestination())
+		if err != nil {
+			return r, fmt.Errorf("bad destination %q: %w", fr.GetDestination(), err)
+		}
+		r.Dests = []netip.Prefix{p.Masked()}
+	}
+	switch fr.GetProtocol() {
+	case mgmtpb.RuleProtocol_ALL:
+		r.Proto = acl.ProtoAny
+	case mgmtpb.RuleProtocol_TCP:
+		r.Proto = acl.ProtoTCP
+	case mgmtpb.RuleProtocol_UDP:
+		r.Proto = acl.ProtoUDP
+	case mgmtpb.RuleProtocol_ICMP:
+		r.Proto = acl.ProtoICMP
+	case mgmtpb.RuleProtocol_CUSTOM:
+		if fr.GetCustomProtocol() == 0 || fr.GetCustomProtocol() > 255 {
+			return r, fmt.Errorf("bad custom protocol %d", fr.GetCustomProtocol())
+		}
+		r.Proto = uint8(fr.GetCustomProtocol())
+	default:
+		return r, fmt.Errorf("protocol %s not understood", fr.GetProtocol())
+	}
+	switch pi := fr.GetPortInfo().GetPortSelection().(type) {
+	case *mgmtpb.PortInfo_Port:
+		if pi.Port == 0 || pi.Port > 65535 {
+			return r, fmt.Errorf("bad port %d", pi.Port)
+		}
+		r.PortLo, r.PortHi = uint16(pi.Port), uint16(pi.Port)
+	case *mgmtpb.PortInfo_Range_:
+		lo, hi := pi.Range.GetStart(), pi.Range.GetEnd()
+		if lo == 0 || hi > 65535 || lo > hi {
+			return r, fmt.Errorf("bad port range %d-%d", lo, hi)
+		}
+		r.PortLo, r.PortHi = uint16(lo), uint16(hi)
+	}
+	return r, nil
+}
+
+// serverRoutes applies servingFromMap's result to the filter and the
+// host's forwarding; it reapplies only what changed.
+type serverRoutes struct {
+	log *slog.Logger
+	fw  ruleSetter
+	fwd *forward.Forwarder // nil: this host cannot route (logged once)
+
+	// guarded by the engine's mu (apply runs inside onSync)
+	overlay netip.Prefix
+	cur     serving
+	warned  bool
+}
+
+// newServerRoutes restores what a crashed run left (forwarding sysctls,
+// its NAT table) before anything else.
+func newServerRoutes(o Options, iface string, fw ruleSetter) *serverRoutes {
+	s := &serverRoutes{log: o.Log, fw: fw}
+	fwd, err := forward.New(forward.Options{StateDir: o.StateDir, Interface: iface, Log: o.Log})
+	if err != nil {
+		o.Log.Warn("this peer cannot act as a routing peer", "err", err)
+		return s
+	}
+	s.fwd = fwd
+	return s
+}
+
+// apply makes this peer serve the map's server routes, from the
+// interface address addr.
+func (s *serverRoutes) apply(self key.Public, addr netip.Prefix, nm *mgmtpb.NetworkMap) {
+	if addr != s.overlay {
+		s.fw.SetOverlay(addr.Addr(), addr.Masked())
+		s.overlay = addr
+	}
+	want, warns := servingFromMap(self, nm.GetRoutes(), nm.GetRoutesFirewallRules(), nm.GetRoutesFirewallRulesIsEmpty())
+	for _, w := range warns {
+		s.log.Warn("server route skipped", "problem", w)
+	}
+	if reflect.DeepEqual(want, s.cur) {
+		return
+	}
+	if len(want.Routes) > 0 && s.fwd == nil {
+		if !s.warned {
+			s.log.Error("management made this peer a routing peer, but it cannot forward here; its routes stay unserved")
+			s.warned = true
+		}
+		want = serving{}
+	}
+	if s.fwd != nil {
+		if err := s.fwd.Apply(addr.Masked(), want.Routes); err != nil {
+			// The filter stays closed to routed traffic rather than
+			// forward without the masquerade asked for; the next map
+			// tries again.
+			s.log.Error("forwarding for the server routes not applied; routed traffic is refused", "err", err)
+			s.fw.SetRouting(acl.Routing{})
+			s.cur = serving{}
+			return
+		}
+	}
+	s.fw.SetRouting(want.Routing)
+	s.cur = want
+	if len(want.Routes) > 0 {
+		s.log.Info("serving routes", "routes", fmt.Sprint(want.Routes), "rules", len(want.Routing.Rules), "legacy_allow_all", want.Routing.AllowAll)
+	} else {
+		s.log.Info("no server routes")
+	}
+}
+
+// close stops forwarding and restores what the host had.
+func (s *serverRoutes) close() {
+	if s.fwd == nil {
+		return
+	}
+	if err := s.fwd.Close(); err != nil {
+		s.log.Warn("restore the host's forwarding settings", "err", err)
+	}
+}

@@ -1,0 +1,171 @@
+package forward
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+type fakeNAT struct {
+	networks []netip.Prefix
+	tables   map[string]bool
+	fail     error
+}
+
+func (n *fakeNAT) Set(_ netip.Prefix, nw []netip.Prefix) error {
+	if n.fail != nil {
+		return n.fail
+	}
+	n.networks = nw
+	n.tables["wiremesh-nat-wt9"] = len(nw) > 0
+	return nil
+}
+
+func (n *fakeNAT) Close() error { n.tables["wiremesh-nat-wt9"] = false; return nil }
+
+type host struct {
+	t         *testing.T
+	proc, dir string
+	nat       *fakeNAT
+}
+
+func newHost(t *testing.T, v4, v6 string) *host {
+	h := &host{t: t, proc: t.TempDir(), dir: t.TempDir(), nat: &fakeNAT{tables: map[string]bool{}}}
+	for k, v := range map[string]string{sysctlV4: v4, sysctlV6: v6} {
+		p := filepath.Join(h.proc, k)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
+func (h *host) forwarder() *Forwarder {
+	h.t.Helper()
+	f, err := New(Options{StateDir: h.dir, Interface: "wt9", ProcRoot: h.proc, NAT: h.nat,
+		RemoveTable: func(name string) error { h.nat.tables[name] = false; return nil }})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return f
+}
+
+func (h *host) sysctl(k string) string {
+	b, err := os.ReadFile(filepath.Join(h.proc, k))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (h *host) stateFile() bool {
+	_, err := os.Stat(filepath.Join(h.dir, "forward-wt9.json"))
+	return err == nil
+}
+
+var (
+	overlay = netip.MustParsePrefix("100.70.0.0/16")
+	lan     = netip.MustParsePrefix("192.168.50.0/24")
+	lan6    = netip.MustParsePrefix("fd50::/64")
+)
+
+func TestApplyAndClose(t *testing.T) {
+	h := newHost(t, "0", "0")
+	f := h.forwarder()
+	if err := f.Apply(overlay, nil); err != nil {
+		t.Fatal(err)
+	}
+	if h.sysctl(sysctlV4) != "0" || h.stateFile() {
+		t.Fatal("no routes changed something")
+	}
+	if err := f.Apply(overlay, []Route{{Network: lan, Masquerade: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if h.sysctl(sysctlV4) != "1" || h.sysctl(sysctlV6) != "0" {
+		t.Errorf("v4 route: ip_forward=%s forwarding6=%s, want 1 and 0", h.sysctl(sysctlV4), h.sysctl(sysctlV6))
+	}
+	if !slices.Equal(h.nat.networks, []netip.Prefix{lan}) || !h.stateFile() {
+		t.Errorf("masquerade %v, state file %v", h.nat.networks, h.stateFile())
+	}
+	// Masquerade off, an IPv6 route added.
+	if err := f.Apply(overlay, []Route{{Network: lan}, {Network: lan6}}); err != nil {
+		t.Fatal(err)
+	}
+	if h.sysctl(sysctlV6) != "1" || len(h.nat.networks) != 0 || h.nat.tables["wiremesh-nat-wt9"] {
+		t.Errorf("after change: forwarding6=%s masquerade %v", h.sysctl(sysctlV6), h.nat.networks)
+	}
+	// Only IPv6 left: IPv4 forwarding goes back at once.
+	if err := f.Apply(overlay, []Route{{Network: lan6}}); err != nil {
+		t.Fatal(err)
+	}
+	if h.sysctl(sysctlV4) != "0" {
+		t.Errorf("ip_forward=%s after the last IPv4 route went, want 0", h.sysctl(sysctlV4))
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h.sysctl(sysctlV4) != "0" || h.sysctl(sysctlV6) != "0" || h.stateFile() {
+		t.Errorf("after Close: %s %s state file %v", h.sysctl(sysctlV4), h.sysctl(sysctlV6), h.stateFile())
+	}
+	if err := f.Apply(overlay, []Route{{Network: lan}}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Apply after Close: %v, want ErrClosed", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestAlreadyOn: a host that forwarded before keeps forwarding after.
+func TestAlreadyOn(t *testing.T) {
+	h := newHost(t, "1", "0")
+	f := h.forwarder()
+	if err := f.Apply(overlay, []Route{{Network: lan}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h.sysctl(sysctlV4) != "1" {
+		t.Error("Close turned off forwarding the host had on before")
+	}
+}
+
+// TestCrashRecovery: a run killed while routing leaves its record; the
+// next one restores the host before anything else.
+func TestCrashRecovery(t *testing.T) {
+	h := newHost(t, "0", "0")
+	f := h.forwarder()
+	if err := f.Apply(overlay, []Route{{Network: lan, Masquerade: true}, {Network: lan6}}); err != nil {
+		t.Fatal(err)
+	}
+	// SIGKILL: no Close. The next run starts.
+	_ = h.forwarder()
+	if h.sysctl(sysctlV4) != "0" || h.sysctl(sysctlV6) != "0" || h.nat.tables["wiremesh-nat-wt9"] || h.stateFile() {
+		t.Errorf("after recovery: ip_forward=%s forwarding6=%s nat=%v state file=%v",
+			h.sysctl(sysctlV4), h.sysctl(sysctlV6), h.nat.tables, h.stateFile())
+	}
+}
+
+// TestNATFailure: an error is reported; the sysctls are still recorded
+// so Close restores them.
+func TestNATFailure(t *testing.T) {
+	h := newHost(t, "0", "0")
+	f := h.forwarder()
+	h.nat.fail = errors.New("no nf_tables")
+	if err := f.Apply(overlay, []Route{{Network: lan, Masquerade: true}}); err == nil {
+		t.Fatal("NAT failure not reported")
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h.sysctl(sysctlV4) != "0" || h.stateFile() {
+		t.Error("Close after a failed Apply left changes")
+	}
+}
