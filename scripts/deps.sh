@@ -10,6 +10,8 @@ command -v iptables >/dev/null || need+=(iptables)
 command -v ping >/dev/null || need+=(iputils-ping)
 # fault tests flush a NAT router's connection table
 command -v conntrack >/dev/null || need+=(conntrack)
+# the routing tests' TCP streams through a routing peer (internal/e2e TestRoutesHA)
+command -v iperf3 >/dev/null || need+=(iperf3)
 # store tests run a private PostgreSQL server (internal/pgtest)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v runuser >/dev/null || need+=(util-linux)

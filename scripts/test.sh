@@ -7,6 +7,7 @@ bash scripts/deps.sh
 export PATH=$PATH:/usr/local/go/bin
 # Store tests must run on Postgres too, not skip it.
 export WIREMESH_REQUIRE_POSTGRES=1
+export WIREMESH_REQUIRE_IPERF3=1
 echo "== generated protobuf code"
 bash proto/gen.sh --check
 echo "== gofmt"

@@ -15,10 +15,13 @@ import (
 
 // listen opens a TCP listener on ip:port inside an agent's namespace that
 // echoes what it receives.
-func listen(t *testing.T, a *Agent, ip string, port int) {
+func listen(t *testing.T, a *Agent, ip string, port int) { t.Helper(); listenNS(t, a.NS, ip, port) }
+
+// listenNS is listen in any namespace of the lab.
+func listenNS(t *testing.T, ns, ip string, port int) {
 	t.Helper()
 	var ln net.Listener
-	if err := netlab.Do(a.NS, func() error {
+	if err := netlab.Do(ns, func() error {
 		var err error
 		ln, err = net.Listen("tcp4", fmt.Sprintf("%s:%d", ip, port))
 		return err

@@ -2,79 +2,17 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
-	"context"
-	"encoding/json"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/oauth2"
-
 	"github.com/wiremesh/wiremesh/internal/netlab"
 	"github.com/wiremesh/wiremesh/internal/proctest"
 	"github.com/wiremesh/wiremesh/internal/testoidc"
 )
-
-// nsClient is an HTTP client whose connections start in namespace ns (a
-// person's browser on that network).
-func nsClient(ns string) *http.Client {
-	return &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var c net.Conn
-			err := netlab.Do(ns, func() error {
-				var err error
-				c, err = (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
-				return err
-			})
-			return c, err
-		}}}
-}
-
-// restClient calls the management REST API from the public segment.
-type restClient struct {
-	t    *testing.T
-	c    *http.Client
-	auth string
-}
-
-func (r restClient) call(method, path string, body any, want int) map[string]any {
-	r.t.Helper()
-	raw, status := r.do(method, path, body)
-	if status != want {
-		r.t.Fatalf("%s %s: %d, want %d: %s", method, path, status, want, raw)
-	}
-	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
-	return m
-}
-
-// do sends a request (body as JSON, if any) and returns the raw answer
-// and its status.
-func (r restClient) do(method, path string, body any) ([]byte, int) {
-	r.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, "http://"+netlab.PubAddr+":"+mgmtPort+path, rd)
-	if r.auth != "" {
-		req.Header.Set("Authorization", r.auth)
-	}
-	resp, err := r.c.Do(req)
-	if err != nil {
-		r.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return raw, resp.StatusCode
-}
 
 // ssoUp runs `netbird up` without a setup key for an agent, approves the
 // device code it prints as email/password (the way a person does in a
@@ -145,34 +83,6 @@ func (m *Mesh) ssoUp(a *Agent, email, password string, beforeApprove ...func()) 
 			t.Fatalf("%s: not connected after the login:\n%s", a.Name, strings.Join(printed, "\n"))
 		}
 	}
-}
-
-// ownerToken logs the owner in through the built-in provider's device
-// flow and returns a personal access token for the REST API.
-func (m *Mesh) ownerToken(email, password string) (restClient, string) {
-	t := m.t
-	pub := nsClient(m.Lab.NS("pub"))
-	issuer := "http://" + netlab.PubAddr + ":" + mgmtPort + "/oauth2"
-	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, pub)
-	cfg := &oauth2.Config{ClientID: "netbird-client", Scopes: []string{"openid", "email", "profile"},
-		Endpoint: oauth2.Endpoint{DeviceAuthURL: issuer + "/device_authorization", TokenURL: issuer + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
-	da, err := cfg.DeviceAuth(ctx)
-	if err != nil {
-		t.Fatalf("owner device login: %v", err)
-	}
-	if err := testoidc.ApproveDevice(pub, da.VerificationURI, da.UserCode, email, password); err != nil {
-		t.Fatal(err)
-	}
-	da.Interval = 1
-	tok, err := cfg.DeviceAccessToken(ctx, da)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := restClient{t: t, c: pub, auth: "Bearer " + tok.AccessToken}
-	me := r.call("GET", "/api/users/current", nil, 200)
-	id := me["id"].(string)
-	pat := r.call("POST", "/api/users/"+id+"/tokens", map[string]any{"name": "e2e", "expires_in": 1}, 200)["plain_token"].(string)
-	return restClient{t: t, c: pub, auth: "Token " + pat}, id
 }
 
 // TestSSOLogin: a person joins a machine with `netbird up` and no setup
@@ -262,17 +172,6 @@ func TestSSOLogin(t *testing.T) {
 	if _, ok := m.WaitPing(a, ipB, 10*time.Second); !ok {
 		t.Fatal("a cannot reach b after the renewed login")
 	}
-}
-
-// getList reads a REST collection (a JSON array of objects).
-func getList(t *testing.T, r restClient, path string) []map[string]any {
-	t.Helper()
-	raw, _ := r.do("GET", path, nil)
-	var out []map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	return out
 }
 
 // waitStatus waits until the daemon reports a status (Connected,

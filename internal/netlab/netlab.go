@@ -221,3 +221,53 @@ func Do(ns string, fn func() error) error {
 	}()
 	return fn()
 }
+
+// LAN adds a private network (10.210.N.0/24, a bridge in its own
+// namespace holding the LAN host at .100) that the given gateway
+// namespaces are attached to, gateway i at .i+1 on their interface "lan0":
+// the network that routing peers serve. The LAN host has no route to
+// anywhere else, so it answers only masqueraded traffic (or traffic to
+// prefixes a test routes through a gateway with Route).
+func (l *Lab) LAN(name string, gateways ...string) (hostNS string, host netip.Prefix, gws []netip.Addr) {
+	l.t.Helper()
+	l.sites++
+	n := l.sites
+	hostNS = l.addNS(name)
+	host = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 210, byte(n), 100}), 24)
+	l.must("ip", "-n", hostNS, "link", "add", "br0", "type", "bridge")
+	l.must("ip", "-n", hostNS, "addr", "add", host.String(), "dev", "br0")
+	l.must("ip", "-n", hostNS, "link", "set", "br0", "up")
+	for i, gw := range gateways {
+		addr := netip.AddrFrom4([4]byte{10, 210, byte(n), byte(i + 1)})
+		port := fmt.Sprintf("gw%d", i)
+		l.must("ip", "link", "add", "lan0", "netns", gw, "type", "veth", "peer", "name", port, "netns", hostNS)
+		l.must("ip", "-n", hostNS, "link", "set", port, "master", "br0", "up")
+		l.must("ip", "-n", gw, "addr", "add", netip.PrefixFrom(addr, 24).String(), "dev", "lan0")
+		l.must("ip", "-n", gw, "link", "set", "lan0", "up")
+		gws = append(gws, addr)
+	}
+	return hostNS, host, gws
+}
+
+// Route adds a route in namespace ns (e.g. the LAN host's way back to the
+// overlay through a gateway when the routing peer does not masquerade).
+func (l *Lab) Route(ns string, to netip.Prefix, via netip.Addr) {
+	l.t.Helper()
+	l.must("ip", "-n", ns, "route", "replace", to.String(), "via", via.String())
+}
+
+// Internet adds a host on the public segment at 10.200.0.N (the
+// "internet" an exit node leads to) and returns its namespace and address.
+func (l *Lab) Internet(name string) (ns string, addr netip.Addr) {
+	l.t.Helper()
+	l.sites++
+	n := l.sites
+	ns = l.addNS(name)
+	addr = netip.AddrFrom4([4]byte{10, 200, 0, byte(100 + n)})
+	pw := fmt.Sprintf("%si%d", l.Prefix, n)
+	l.must("ip", "link", "add", pw, "netns", l.NS("pub"), "type", "veth", "peer", "name", "eth0", "netns", ns)
+	l.must("ip", "-n", l.NS("pub"), "link", "set", pw, "master", "br0", "up")
+	l.must("ip", "-n", ns, "addr", "add", netip.PrefixFrom(addr, 24).String(), "dev", "eth0")
+	l.must("ip", "-n", ns, "link", "set", "eth0", "up")
+	return ns, addr
+}
