@@ -18,6 +18,9 @@ const UsersPage = lazy(() => import("./pages/UsersPage"));
 const EventsPage = lazy(() => import("./pages/EventsPage"));
 const SettingsPage = lazy(() => import("./pages/SettingsPage"));
 const InvitePage = lazy(() => import("./pages/InvitePage"));
+const NetworksPage = lazy(() => import("./pages/NetworksPage"));
+const NetworkDetailPage = lazy(() => import("./pages/NetworkDetailPage"));
+const RoutesPage = lazy(() => import("./pages/RoutesPage"));
 
 export function AppRoutes({ initialSetupRequired, loginError }: { initialSetupRequired: boolean; loginError: string }) {
   const { auth } = useApp();
@@ -58,6 +61,9 @@ export function AppRoutes({ initialSetupRequired, loginError }: { initialSetupRe
         <Route path="/posture-checks" element={<Lazy><PostureChecksPage /></Lazy>} />
         <Route path="/users" element={<Lazy><UsersPage /></Lazy>} />
         <Route path="/service-users" element={<Lazy><UsersPage /></Lazy>} />
+        <Route path="/networks" element={<Lazy><NetworksPage /></Lazy>} />
+        <Route path="/networks/:id" element={<Lazy><NetworkDetailPage /></Lazy>} />
+        <Route path="/routes" element={<Lazy><RoutesPage /></Lazy>} />
         <Route path="/events" element={<Lazy><EventsPage /></Lazy>} />
         <Route path="/settings" element={<Lazy><SettingsPage /></Lazy>} />
         <Route path="/setup" element={<Navigate to="/peers" replace />} />

@@ -64,7 +64,10 @@ var e2eLine = regexp.MustCompile(`(?m)^e2e: (\d+) passed, (\d+) failed$`)
 // and shows online, turns peer approval on, sees agent 2 join pending and
 // unreachable, approves it, disables the default policy (the agents lose
 // each other), creates a group and a policy (the ping works again) and
-// disables it (it stops), revokes and deletes the key, invites a user who
+// disables it (it stops), creates a route through agent 1 and a network
+// with a resource and agent 1 as its router (the forms validate first; the
+// REST API then lists them; agent 1's page lists what it serves), revokes
+// and deletes the key, invites a user who
 // sets a password on the invite page and logs in, and logs out. axe-core
 // checks every page in light and dark: no serious or critical violation.
 // Screenshots of each page, light and dark, go to dashboard/e2e-screenshots.

@@ -734,6 +734,171 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/routes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Lists routes */
+        get: operations["getRoutes"];
+        put?: never;
+        /** Creates a route */
+        post: operations["postRoutes"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/routes/{routeId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Gets a route */
+        get: operations["getRoutesRouteId"];
+        /** Replaces a route */
+        put: operations["putRoutesRouteId"];
+        post?: never;
+        /** Deletes a route */
+        delete: operations["deleteRoutesRouteId"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/networks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Lists networks */
+        get: operations["getNetworks"];
+        put?: never;
+        /** Creates a network */
+        post: operations["postNetworks"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/networks/routers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Lists the routers of every network of the account */
+        get: operations["getNetworksRouters"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/networks/{networkId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Gets a network */
+        get: operations["getNetworksNetworkId"];
+        /** Replaces a network's name and description */
+        put: operations["putNetworksNetworkId"];
+        post?: never;
+        /** Deletes a network with its resources and routers */
+        delete: operations["deleteNetworksNetworkId"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/networks/{networkId}/resources": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Lists a network's resources */
+        get: operations["getNetworksNetworkIdResources"];
+        put?: never;
+        /** Creates a resource in a network */
+        post: operations["postNetworksNetworkIdResources"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/networks/{networkId}/resources/{resourceId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Gets a resource */
+        get: operations["getNetworksNetworkIdResourcesResourceId"];
+        /** Replaces a resource */
+        put: operations["putNetworksNetworkIdResourcesResourceId"];
+        post?: never;
+        /** Deletes a resource */
+        delete: operations["deleteNetworksNetworkIdResourcesResourceId"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/networks/{networkId}/routers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Lists a network's routers */
+        get: operations["getNetworksNetworkIdRouters"];
+        put?: never;
+        /** Creates a router of a network */
+        post: operations["postNetworksNetworkIdRouters"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/networks/{networkId}/routers/{routerId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Gets a router */
+        get: operations["getNetworksNetworkIdRoutersRouterId"];
+        /** Replaces a router */
+        put: operations["putNetworksNetworkIdRoutersRouterId"];
+        post?: never;
+        /** Deletes a router */
+        delete: operations["deleteNetworksNetworkIdRoutersRouterId"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1326,6 +1491,118 @@ export interface components {
                 parameters: components["schemas"]["BundleParameters"];
                 result: components["schemas"]["BundleResult"];
             };
+        };
+        RouteRequest: {
+            description: string;
+            /** @description The route's name; routes with the same network_id form one highly available route. */
+            network_id: string;
+            enabled: boolean;
+            /** @description Routing peer ID; cannot be combined with peer_groups. */
+            peer?: string;
+            /** @description Group IDs of routing peers; cannot be combined with peer. Each group needs at least one peer. */
+            peer_groups?: string[];
+            /** @description CIDR, canonical (no host bits); 0.0.0.0/0 or ::/0 makes an exit node. Cannot be combined with domains; may not overlap the account's peer network. */
+            network?: string;
+            /** @description Up to 32 domains (wildcards like *.example.com allowed, unicode converted to punycode); cannot be combined with network. */
+            domains?: string[];
+            /** @description 1..9999, lower wins. */
+            metric: number;
+            masquerade: boolean;
+            /** @description Distribution group IDs: their peers get the route. Not empty. */
+            groups: string[];
+            /** @description Domain routes: keep resolved addresses after they stop resolving. */
+            keep_route: boolean;
+            /** @description Group IDs that limit who may use the route to what policies allow. */
+            access_control_groups?: string[];
+            /** @description Exit node routes only: clients do not select it by themselves. */
+            skip_auto_apply?: boolean;
+        };
+        Route: {
+            id: string;
+            description: string;
+            /** @description The route's name; routes with the same network_id form one highly available route. */
+            network_id: string;
+            enabled: boolean;
+            /** @description Routing peer ID; empty when peer_groups route. */
+            peer?: string;
+            /** @description Group IDs of routing peers; cannot be combined with peer. Each group needs at least one peer. */
+            peer_groups?: string[];
+            /** @description The routed prefix; 192.0.2.0/32 (a placeholder, as NetBird reports it) for a domain route. */
+            network: string;
+            /** @description Up to 32 domains (wildcards like *.example.com allowed, unicode converted to punycode); cannot be combined with network. */
+            domains: string[];
+            /** @description 1..9999, lower wins. */
+            metric: number;
+            masquerade: boolean;
+            /** @description Distribution group IDs: their peers get the route. Not empty. */
+            groups: string[];
+            /** @description Domain routes: keep resolved addresses after they stop resolving. */
+            keep_route: boolean;
+            /** @description Group IDs that limit who may use the route to what policies allow. */
+            access_control_groups?: string[];
+            /** @description Exit node routes only: clients do not select it by themselves. */
+            skip_auto_apply?: boolean;
+            /** @enum {string} */
+            network_type: "IPv4" | "IPv6" | "Domain";
+        };
+        NetworkRequest: {
+            name: string;
+            description?: string;
+        };
+        Network: {
+            id: string;
+            name: string;
+            description?: string;
+            /** @description Router IDs. */
+            routers: string[];
+            /** @description Resource IDs. */
+            resources: string[];
+            /** @description IDs of policies whose rules reach the network's resources (by destination group or destinationResource). */
+            policies: string[];
+            /** @description Distinct peers routing the network. */
+            routing_peers_count: number;
+        };
+        NetworkResourceRequest: {
+            /** @description Unique among the account's resources. */
+            name: string;
+            description?: string;
+            /** @description A host IP (1.1.1.1 or 1.1.1.1/32), a canonical subnet (192.168.178.0/24) or a domain (example.com, *.example.com); the type is derived from it. */
+            address: string;
+            enabled: boolean;
+            /** @description Group IDs the resource is placed in; policies reach it through them. */
+            groups: string[];
+        };
+        NetworkResource: {
+            id: string;
+            /** @enum {string} */
+            type: "host" | "subnet" | "domain";
+            groups: components["schemas"]["GroupMinimum"][];
+            name: string;
+            description?: string;
+            /** @description The prefix (hosts as /32 or /128) or the domain, in punycode. */
+            address: string;
+            enabled: boolean;
+        };
+        NetworkRouterRequest: {
+            /** @description Routing peer ID; cannot be combined with peer_groups. */
+            peer?: string;
+            /** @description Group IDs of routing peers; cannot be combined with peer. Each group needs at least one peer. */
+            peer_groups?: string[];
+            /** @description 1..9999, lower wins. */
+            metric: number;
+            masquerade: boolean;
+            enabled: boolean;
+        };
+        NetworkRouter: {
+            id: string;
+            /** @description Routing peer ID; empty when peer_groups route. */
+            peer: string;
+            /** @description Group IDs of routing peers; cannot be combined with peer. Each group needs at least one peer. */
+            peer_groups: string[];
+            /** @description 1..9999, lower wins. */
+            metric: number;
+            masquerade: boolean;
+            enabled: boolean;
         };
     };
     responses: {
@@ -2905,6 +3182,517 @@ export interface operations {
             header?: never;
             path: {
                 idpId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Empty"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getRoutes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Route"][];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    postRoutes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RouteRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Route"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getRoutesRouteId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                routeId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Route"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    putRoutesRouteId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                routeId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RouteRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Route"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteRoutesRouteId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                routeId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Empty"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getNetworks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Network"][];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    postNetworks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NetworkRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Network"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getNetworksRouters: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NetworkRouter"][];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getNetworksNetworkId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                networkId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Network"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    putNetworksNetworkId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                networkId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NetworkRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Network"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteNetworksNetworkId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                networkId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Empty"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getNetworksNetworkIdResources: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                networkId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NetworkResource"][];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    postNetworksNetworkIdResources: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                networkId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NetworkResourceRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NetworkResource"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getNetworksNetworkIdResourcesResourceId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                networkId: string;
+                resourceId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NetworkResource"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    putNetworksNetworkIdResourcesResourceId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                networkId: string;
+                resourceId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NetworkResourceRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NetworkResource"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteNetworksNetworkIdResourcesResourceId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                networkId: string;
+                resourceId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Empty"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getNetworksNetworkIdRouters: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                networkId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NetworkRouter"][];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    postNetworksNetworkIdRouters: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                networkId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NetworkRouterRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NetworkRouter"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getNetworksNetworkIdRoutersRouterId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                networkId: string;
+                routerId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NetworkRouter"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    putNetworksNetworkIdRoutersRouterId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                networkId: string;
+                routerId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NetworkRouterRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NetworkRouter"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteNetworksNetworkIdRoutersRouterId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                networkId: string;
+                routerId: string;
             };
             cookie?: never;
         };

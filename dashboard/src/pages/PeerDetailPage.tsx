@@ -1,7 +1,8 @@
 /**
  * One peer: its facts, rename, login expiration, SSH, approval, its groups
  * (added and removed through the groups' own PUT), who can reach it and
- * whom it reaches, and delete (confirmed). Everything refreshes every 2 s.
+ * whom it reaches, the routes and networks it serves as a routing peer,
+ * and delete (confirmed). Everything refreshes every 2 s.
  *
  * "Whom it reaches" is the server's list (GET /api/peers/{id}/accessible-peers,
  * the peers of its network map); the rules beside each peer, and the
@@ -40,6 +41,7 @@ import { useAccessState, usersNote } from "../access/useAccess";
 import { isBuiltIn, withPeer } from "../groups/edit";
 import { notApplied, peerRequest, validatePeerName, type PeerRequest } from "../peers/detail";
 import { lastSeenText } from "../peers/filter";
+import { ServedRoutes } from "../routing/ServedRoutes";
 
 function when(s: string): string {
   const t = Date.parse(s);
@@ -517,6 +519,7 @@ export function PeerDetailPage() {
             <Groups peer={p} onSaved={() => void peer.reload()} />
           </SimpleGrid>
           <Access peer={p} />
+          <ServedRoutes peer={p} />
         </>
       )}
     </Stack>
