@@ -363,12 +363,12 @@ func (ix *Index) classicRules(self account.PeerID, e entry) []RouteRule {
 		return slices.ContainsFunc(e.r.Groups, func(g account.GroupID) bool { return ix.rt.groups[g][id] })
 	}
 	var out []RouteRule
-	for _, g := range e.r.AccessControlGroups {
-		for j := range ix.rt.rules {
-			sr := &ix.rt.rules[j]
-			if slices.Contains(sr.r.Destinations, g) {
-				out = ix.appendRule(out, self, sr, dist, e.r.Network, e.r.Domains, e.id)
-			}
+	// Once per rule, even when its destinations name several of the
+	// route's access control groups.
+	for j := range ix.rt.rules {
+		sr := &ix.rt.rules[j]
+		if slices.ContainsFunc(e.r.AccessControlGroups, func(g account.GroupID) bool { return slices.Contains(sr.r.Destinations, g) }) {
+			out = ix.appendRule(out, self, sr, dist, e.r.Network, e.r.Domains, e.id)
 		}
 	}
 	return out

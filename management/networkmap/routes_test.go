@@ -43,6 +43,7 @@ func routeGroups() []account.Group {
 		{ID: "others", Peers: []account.PeerID{"c2"}},
 		{ID: "routers", Peers: []account.PeerID{"r1", "r2"}},
 		{ID: "acg", Peers: nil}, // an access control group: names no peer
+		{ID: "acg2", Peers: nil},
 	}
 }
 
@@ -183,6 +184,15 @@ func TestRoutesClassic(t *testing.T) {
 					"rt from=[100.70.0.1/32] drop tcp dst=10.1.0.0/16 ports=[] ranges=[{22 23}] policy=ssh",
 					"rt from=[100.70.0.1/32] accept tcp dst=10.1.0.0/16 ports=[443] ranges=[] policy=web",
 				}, Peers: []account.PeerID{"c1", "c2"}},
+		},
+	}, {
+		name: "a rule naming two of the route's access control groups gives one route rule",
+		routes: []account.Route{{ID: "rt", NetID: "lan", Enabled: true, Peer: "r1", Network: lan, Metric: 10,
+			Groups: gs("clients"), AccessControlGroups: gs("acg", "acg2")}},
+		policies: []account.Policy{seeRouters, policy("web", accept("https", gs("clients"), gs("acg", "acg2"), account.ProtoTCP, 443))},
+		want: map[account.PeerID]view{
+			"r1": {Routes: []string{"rt net=lan dst=10.1.0.0/16 via=r1 metric=10 masq=false keep=false skip=false"},
+				Rules: []string{"rt from=[100.70.0.1/32] accept tcp dst=10.1.0.0/16 ports=[443] ranges=[] policy=web"}, Peers: []account.PeerID{"c1", "c2"}},
 		},
 	}, {
 		name: "exit node: 0.0.0.0/0 as is, skipAutoApply passed; ::/0 reaches no one (no IPv6 overlay)",
