@@ -23,11 +23,18 @@ func (s *Service) PutNetwork(ctx context.Context, acc account.ID, n account.Netw
 	if n.Name, err = cleanName("name", n.Name); err != nil {
 		return n, err
 	}
+	if err := description(n.Description); err != nil {
+		return n, err
+	}
 	err = s.change(ctx, acc, initiator, func(at *store.AccountTx) (event, error) {
 		if activity == "network.update" {
 			if _, err := at.Network(ctx, n.ID); err != nil {
 				return event{}, err
 			}
+		} else if all, err := at.Networks(ctx); err != nil {
+			return event{}, err
+		} else if err := full("networks", len(all), MaxNetworks); err != nil {
+			return event{}, err
 		}
 		if err := at.PutNetwork(ctx, n); err != nil {
 			return event{}, err
@@ -95,6 +102,9 @@ func (s *Service) PutResource(ctx context.Context, acc account.ID, r account.Net
 	if r.Name, err = cleanName("name", r.Name); err != nil {
 		return r, err
 	}
+	if err := description(r.Description); err != nil {
+		return r, err
+	}
 	typ, prefix, domain, err := ParseAddress(r.Address)
 	if err != nil {
 		return r, invalid("address: %w", err)
@@ -129,6 +139,11 @@ func (s *Service) PutResource(ctx context.Context, acc account.ID, r account.Net
 		rs, err := at.NetworkResources(ctx)
 		if err != nil {
 			return event{}, err
+		}
+		if activity == "network.resource.create" {
+			if err := full("network resources", len(rs), MaxResources); err != nil {
+				return event{}, err
+			}
 		}
 		for _, o := range rs {
 			if o.ID != r.ID && o.Name == r.Name {
@@ -202,6 +217,15 @@ func (s *Service) PutRouter(ctx context.Context, acc account.ID, r account.Netwo
 		}
 		if err := rf.checkRouter(&r); err != nil {
 			return event{}, err
+		}
+		if activity == "network.router.create" {
+			all, err := at.NetworkRouters(ctx)
+			if err != nil {
+				return event{}, err
+			}
+			if err := full("network routers", len(all), MaxRouters); err != nil {
+				return event{}, err
+			}
 		}
 		all, err := at.NetworkRouters(ctx)
 		if err != nil {

@@ -19,6 +19,9 @@ func (s *Service) PutRoute(ctx context.Context, acc account.ID, r account.Route,
 		r.ID, activity = account.RouteID(s.newID()), "route.add"
 	}
 	r.AccountID = acc
+	if err := description(r.Description); err != nil {
+		return r, err
+	}
 	err := s.change(ctx, acc, initiator, func(at *store.AccountTx) (event, error) {
 		if activity == "route.update" {
 			if _, err := at.Route(ctx, r.ID); err != nil {
@@ -35,6 +38,11 @@ func (s *Service) PutRoute(ctx context.Context, acc account.ID, r account.Route,
 		others, err := at.Routes(ctx)
 		if err != nil {
 			return event{}, err
+		}
+		if activity == "route.add" {
+			if err := full("routes", len(others), MaxRoutes); err != nil {
+				return event{}, err
+			}
 		}
 		if err := rf.duplicate(r, others); err != nil {
 			return event{}, err

@@ -3,7 +3,9 @@ package routing
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,6 +121,54 @@ func TestServiceCommits(t *testing.T) {
 		}
 		if s2, e2 := state(); s2 != s1 || e2 != e1 || n.count() != 1 {
 			t.Errorf("refused changes moved serial %d -> %d, events %d -> %d, notified %d times", s1, s2, e1, e2, n.count())
+		}
+	})
+}
+
+// TestCaps: a description past MaxDescriptionLen and a network past
+// MaxNetworks are refused as invalid, and nothing is stored.
+func TestCaps(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e storetest.Engine) {
+		ctx := context.Background()
+		st := e.Open(t)
+		acc := account.Account{ID: "acc", Domain: "netbird.selfhosted", Network: netip.MustParsePrefix("100.70.0.0/16"), CreatedAt: time.Now().UTC()}
+		if err := st.Tx(ctx, func(tx *store.Tx) error {
+			if err := tx.InsertAccount(ctx, acc); err != nil {
+				return err
+			}
+			at := tx.In(acc.ID)
+			for i := 0; i < MaxNetworks-1; i++ {
+				id := account.NetworkID(fmt.Sprintf("n%d", i))
+				if err := at.PutNetwork(ctx, account.Network{ID: id, AccountID: acc.ID, Name: string(id)}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		s := New(st, &notifier{}, Options{})
+		long := strings.Repeat("x", MaxDescriptionLen+1)
+		if _, err := s.PutNetwork(ctx, acc.ID, account.Network{Name: "long", Description: long}, "t"); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("a %d-byte description: %v, want ErrInvalid", len(long), err)
+		}
+		if _, err := s.PutRoute(ctx, acc.ID, account.Route{NetID: "r", Description: long, Network: netip.MustParsePrefix("10.1.0.0/16"), Metric: 1}, "t"); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("a route with a %d-byte description: %v, want ErrInvalid", len(long), err)
+		}
+		if _, err := s.PutNetwork(ctx, acc.ID, account.Network{Name: "last"}, "t"); err != nil {
+			t.Fatalf("network %d of %d: %v", MaxNetworks, MaxNetworks, err)
+		}
+		if _, err := s.PutNetwork(ctx, acc.ID, account.Network{Name: "one too many"}, "t"); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("network %d: %v, want ErrInvalid", MaxNetworks+1, err)
+		}
+		if err := st.Read(ctx, func(tx *store.Tx) error {
+			ns, err := tx.In(acc.ID).Networks(ctx)
+			if err == nil && len(ns) != MaxNetworks {
+				err = fmt.Errorf("%d networks stored, want %d", len(ns), MaxNetworks)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

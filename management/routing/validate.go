@@ -17,6 +17,14 @@ const (
 	MaxMetric   = 9999 // lowest priority
 	MaxDomains  = 32   // domains of one route
 	maxNameLen  = 255
+	// MaxDescriptionLen bounds descriptions of routes, networks and
+	// resources (NetBird sets none; the body cap alone would allow 1 MiB).
+	MaxDescriptionLen = 1024
+	// Per-account caps: every route and resource goes into peers' maps.
+	MaxRoutes    = 4096
+	MaxNetworks  = 1024
+	MaxResources = 4096
+	MaxRouters   = 4096
 )
 
 // Domain checks a route or resource domain and returns it in lower-case
@@ -124,4 +132,20 @@ func cleanName(field, name string) (string, error) {
 		return "", invalid("%s: must have 1 to %d characters", field, maxNameLen)
 	}
 	return name, nil
+}
+
+// description checks a description's length.
+func description(d string) error {
+	if len(d) > MaxDescriptionLen {
+		return invalid("description: longer than %d bytes", MaxDescriptionLen)
+	}
+	return nil
+}
+
+// full refuses a creation that would take the account past a cap.
+func full(kind string, have, limit int) error {
+	if have >= limit {
+		return invalid("the account already has %d %s, the most it may have", have, kind)
+	}
+	return nil
 }
