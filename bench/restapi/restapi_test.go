@@ -98,16 +98,24 @@ func TestBenchRESTAPI(t *testing.T) {
 // seeded store and waits for the API to accept the token.
 func startOurs(t *testing.T, token string, storeArgs ...string) string {
 	t.Helper()
+	url, _ := startOursEnv(t, token, nil, storeArgs...)
+	return url
+}
+
+// startOursEnv is startOurs with extra environment for the server,
+// returning its process too.
+func startOursEnv(t *testing.T, token string, env []string, storeArgs ...string) (string, *proctest.Proc) {
+	t.Helper()
 	port := freePort(t)
 	args := append([]string{"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--stun-port", "0", "--disable-relay", "--builtin-idp=false"}, storeArgs...)
 	if os.Getenv("WIREMESH_BENCH_PPROF") != "" {
 		args = append(args, "--debug-pprof")
 	}
-	srv := proctest.Start(t, nil, "netbird-server", args...)
+	srv := proctest.Start(t, env, "netbird-server", args...)
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitHTTP(t, url+"/api/users", token, srv, 200)
 	t.Logf("serving at %s", url)
-	return url
+	return url, srv
 }
 
 // endpoints are the requests timed, in the table's order.

@@ -1,13 +1,18 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/networkmap"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/users"
 )
@@ -40,6 +45,16 @@ type peerList struct {
 	buf   []byte // every peer's head, middle and tail, one after another
 	peers []listedPeer
 	index map[account.PeerID]int // into peers
+	// counts is the last reach entry's accessible_peers_count of each
+	// peer, by position (countsIn).
+	counts atomic.Pointer[listCounts]
+}
+
+// listCounts are one reach entry's counts in a list's order; the entry's
+// prepared maps (a new Index each time counts are computed) identify it.
+type listCounts struct {
+	ix *networkmap.Index
+	of []int32
 }
 
 // listedPeer is one peer of a peerList: its stored fields (for the
@@ -84,6 +99,37 @@ func (l *peerList) appendPeer(b []byte, i int, s store.PeerState, now time.Time,
 	return append(b, '}')
 }
 
+// place finds id's position in the list for a read that lists the peers
+// in the list's order (store.AccountTx.EachPeerState): the position after
+// the last one found (*next) is tried before the index, and a peer the
+// list does not hold (added since it was encoded) is not found.
+func (l *peerList) place(next *int, id account.PeerID) (int, bool) {
+	i := *next
+	if i >= len(l.peers) || l.peers[i].p.ID != id {
+		var ok bool
+		if i, ok = l.index[id]; !ok {
+			return 0, false
+		}
+	}
+	*next = i + 1
+	return i, true
+}
+
+// countsIn returns e's count of each of l's peers, by position: worked
+// out once per reach entry rather than looked up by ID for every peer of
+// every answer.
+func (l *peerList) countsIn(e reachEntry) []int32 {
+	if c := l.counts.Load(); c != nil && c.ix == e.ix {
+		return c.of
+	}
+	c := &listCounts{ix: e.ix, of: make([]int32, len(l.peers))}
+	for i := range l.peers {
+		c.of[i] = int32(e.counts[l.peers[i].p.ID])
+	}
+	l.counts.Store(c)
+	return c.of
+}
+
 func (c *peerListCache) get(acc account.Account, rev uint64) (*peerList, bool) {
 	l, ok := c.b.get(acc.ID)
 	if !ok || l.rev != rev || !reflect.DeepEqual(l.acc, acc) {
@@ -122,12 +168,11 @@ func (a *API) listAllPeers(w http.ResponseWriter, r *http.Request, acc account.I
 	ctx := r.Context()
 	now := time.Now()
 	var (
-		l *peerList
-		// states[i] is the connection state of l.peers[i]; live[i] says
-		// it is still there.
-		states []store.PeerState
-		live   []bool
-		counts map[account.PeerID]int
+		l     *peerList
+		reach reachEntry
+		// fresh holds the states when the list was just encoded (from
+		// the same read); nil on a hit, whose states are streamed.
+		fresh *peerStates
 	)
 	err := a.o.Store.Read(ctx, func(tx *store.Tx) error {
 		at := tx.In(acc)
@@ -142,17 +187,7 @@ func (a *API) listAllPeers(w http.ResponseWriter, r *http.Request, acc account.I
 		}
 		if hit, ok := a.peerLists.get(cur, rev); ok {
 			l = hit
-			ss, err := at.PeerStates(ctx)
-			if err != nil {
-				return err
-			}
-			states, live = make([]store.PeerState, len(l.peers)), make([]bool, len(l.peers))
-			for _, s := range ss {
-				if i, ok := l.index[s.ID]; ok {
-					states[i], live[i] = s, true
-				}
-			}
-			counts, err = a.reachCounts(ctx, at, reachSource{acc: cur}, now)
+			reach, err = a.reachAt(ctx, at, reachSource{acc: cur}, now)
 			return err
 		}
 		v := peerView{acc: cur}
@@ -163,30 +198,179 @@ func (a *API) listAllPeers(w http.ResponseWriter, r *http.Request, acc account.I
 			return err
 		}
 		v.ids = make([]account.PeerID, len(v.peers))
-		states, live = make([]store.PeerState, len(v.peers)), make([]bool, len(v.peers))
+		fresh = newPeerStates(len(v.peers))
 		for i, p := range v.peers {
 			v.ids[i] = p.ID
-			states[i], live[i] = store.PeerState{ID: p.ID, Connected: p.Connected, LastSeen: p.LastSeen}, true
+			fresh.states[i], fresh.live[i] = store.PeerState{ID: p.ID, Connected: p.Connected, LastSeen: p.LastSeen}, true
 		}
+		fresh.done(len(v.peers), nil)
 		v.index()
 		l = encodePeerList(v, rev, now)
 		a.peerLists.put(l)
-		counts, err = a.reachCounts(ctx, at, reachSource{acc: cur, groups: v.groups, haveGroups: true, peers: v.peers}, now)
+		reach, err = a.reachAt(ctx, at, reachSource{acc: cur, groups: v.groups, haveGroups: true, peers: v.peers}, now)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	name, ip := r.URL.Query().Get("name"), r.URL.Query().Get("ip")
-	// Written in chunks: no 10 MB answer is held twice.
-	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.WriteHeader(http.StatusOK)
+	lw := listWriter{w: w, l: l, counts: l.countsIn(reach), now: now, name: r.URL.Query().Get("name"), ip: r.URL.Query().Get("ip")}
+	if fresh != nil {
+		return lw.write(fresh)
+	}
+	// The states are read (most of a cached answer's work) while the
+	// answer is written: the peers whose states are in go out as the rest
+	// are read. The read never waits for the client, so a slow one holds
+	// no database connection.
+	ctx, cancel := context.WithCancel(ctx)
+	ps := newPeerStates(len(l.peers))
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		ps.done(ps.read(ctx, a.o.Store, acc, l, true))
+	}()
+	err = lw.write(ps)
+	cancel()
+	<-read
+	if errors.Is(err, errStatesDisordered) && !lw.sent {
+		// Not in the list's order (never expected: both are read with
+		// one ORDER BY): read them all first.
+		ps = newPeerStates(len(l.peers))
+		ps.done(ps.read(r.Context(), a.o.Store, acc, l, false))
+		return lw.write(ps)
+	}
+	if err != nil && lw.sent {
+		// Part of the answer went out with status 200: cut it off so the
+		// client sees a broken answer, not a short list.
+		a.o.Log.WarnContext(r.Context(), "REST peer list cut off", "account", acc, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	return err
+}
+
+// errStatesDisordered: the connection states did not come in the list's
+// order, so a streamed answer cannot place them.
+var errStatesDisordered = errors.New("peer states out of the list's order")
+
+// peerStates are the connection states of a cached list's peers, filled
+// in list order by one goroutine while another writes the peers whose
+// states are in.
+type peerStates struct {
+	// states[i] is the state of the list's i-th peer, live[i] says the
+	// peer is still there: both final for i < in.
+	states []store.PeerState
+	live   []bool
+	in     atomic.Int64
+	mu     sync.Mutex
+	more   chan struct{} // closed and replaced when in moves
+	err    error         // why the read ended early; set once in is final
+	end    bool
+}
+
+func newPeerStates(n int) *peerStates {
+	return &peerStates{states: make([]store.PeerState, n), live: make([]bool, n), more: make(chan struct{})}
+}
+
+// read reads the states of l's peers into ps and returns how many
+// positions are final and why it stopped early. Streamed, it publishes
+// its progress every 64 peers (about a chunk of the answer) and needs
+// the states in the list's order; otherwise it takes them in any order.
+func (ps *peerStates) read(ctx context.Context, st *store.Store, acc account.ID, l *peerList, streamed bool) (int, error) {
+	next := 0
+	err := st.Read(ctx, func(tx *store.Tx) error {
+		return tx.In(acc).EachPeerState(ctx, func(s store.PeerState) error {
+			i, ok := l.place(&next, s.ID)
+			if !ok {
+				return nil // added since the list was encoded
+			}
+			if streamed && int64(i) < ps.in.Load() {
+				// Its place may be written already.
+				return errStatesDisordered
+			}
+			ps.states[i], ps.live[i] = s, true
+			if streamed && next%64 == 0 {
+				ps.publish(int64(next))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return int(ps.in.Load()), err
+	}
+	return len(l.peers), nil
+}
+
+// publish makes positions below in final.
+func (ps *peerStates) publish(in int64) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if in > ps.in.Load() {
+		ps.in.Store(in)
+		close(ps.more)
+		ps.more = make(chan struct{})
+	}
+}
+
+// done ends the read: positions below in are final, err says why the
+// rest are not.
+func (ps *peerStates) done(in int, err error) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if int64(in) > ps.in.Load() {
+		ps.in.Store(int64(in))
+	}
+	ps.err, ps.end = err, true
+	close(ps.more)
+}
+
+// wait blocks until position i is final, or returns why it never will be.
+func (ps *peerStates) wait(i int) error {
+	for {
+		if int64(i) < ps.in.Load() {
+			return nil
+		}
+		ps.mu.Lock()
+		if int64(i) < ps.in.Load() {
+			ps.mu.Unlock()
+			return nil
+		}
+		if ps.end {
+			err := ps.err
+			ps.mu.Unlock()
+			if err == nil {
+				err = fmt.Errorf("peer state %d never read", i)
+			}
+			return err
+		}
+		more := ps.more
+		ps.mu.Unlock()
+		<-more
+	}
+}
+
+// listWriter writes a cached list with its peers' connection states,
+// counts of accessible peers and login expiry at now, in chunks: no 10 MB
+// answer is held twice. The status goes out with the first chunk, so an
+// error before it still gets its own answer.
+type listWriter struct {
+	w        http.ResponseWriter
+	l        *peerList
+	counts   []int32
+	now      time.Time
+	name, ip string // the filters
+	sent     bool   // the status and part of the answer are out
+}
+
+func (lw *listWriter) write(ps *peerStates) error {
+	l := lw.l
 	b := make([]byte, 0, writeChunk+4096)
 	b = append(b, '[')
 	first := true
 	for i := range l.peers {
+		if err := ps.wait(i); err != nil {
+			return err
+		}
 		lp := &l.peers[i]
-		if !live[i] || (name != "" && lp.p.Name != name) || (ip != "" && lp.ip != ip) {
+		if !ps.live[i] || (lw.name != "" && lp.p.Name != lw.name) || (lw.ip != "" && lp.ip != lw.ip) {
 			// Deleted since the list was encoded (a newer revision is
 			// on its way), or filtered out.
 			continue
@@ -195,17 +379,28 @@ func (a *API) listAllPeers(w http.ResponseWriter, r *http.Request, acc account.I
 			b = append(b, ',')
 		}
 		first = false
-		b = l.appendPeer(b, i, states[i], now, counts[lp.p.ID])
+		b = l.appendPeer(b, i, ps.states[i], lw.now, int(lw.counts[i]))
 		if len(b) >= writeChunk {
-			if _, err := w.Write(b); err != nil {
+			if !lw.flush(b) {
 				return nil // the client left; the status is sent
 			}
 			b = b[:0]
 		}
 	}
-	b = append(b, ']', '\n')
-	_, _ = w.Write(b)
+	lw.flush(append(b, ']', '\n'))
 	return nil
+}
+
+// flush writes b (the status first, once), reporting whether the client
+// still reads.
+func (lw *listWriter) flush(b []byte) bool {
+	if !lw.sent {
+		lw.w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+		lw.w.WriteHeader(http.StatusOK)
+		lw.sent = true
+	}
+	_, err := lw.w.Write(b)
+	return err == nil
 }
 
 // writeChunk is how much of a long answer is written at once.

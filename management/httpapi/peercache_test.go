@@ -69,8 +69,9 @@ func (in *instance) raw(t *testing.T, token, path string) string {
 // caches warm) are byte for byte what a fresh instance (caches empty)
 // serves, after every kind of change: a metadata report and a connection
 // (neither bumps the network serial), a rename, group membership, a
-// policy, a deletion and the account's login expiration. On Postgres the
-// instances have their own connection pools, as separate processes do.
+// policy, approval, a deletion and the account's login expiration. On
+// Postgres the instances have their own connection pools, as separate
+// processes do.
 func TestPeerViewsCached(t *testing.T) { engines.Each(t, testPeerViewsCached) }
 
 func testPeerViewsCached(t *testing.T, eng storetest.Engine) {
@@ -171,10 +172,29 @@ func testPeerViewsCached(t *testing.T, eng storetest.Engine) {
 	client{t: t, base: b.url, auth: "Token " + token}.call("PUT", "/api/groups/"+g["id"].(string), map[string]any{"name": "web", "peers": []string{ids[0], ids[2]}}, 200)
 	check("membership")
 
+	// Approval (the account's peer approval on): the peer held for
+	// approval, then approved (what it may reach changes with it).
+	accSettings := func() map[string]any {
+		return obj(obj(list(owner.call("GET", "/api/accounts", nil, 200))[0])["settings"])
+	}
+	s := accSettings()
+	if s["extra"] == nil {
+		s["extra"] = map[string]any{}
+	}
+	obj(s["extra"])["peer_approval_enabled"] = true
+	client{t: t, base: b.url, auth: "Token " + token}.call("PUT", "/api/accounts/"+string(accID), map[string]any{"settings": s}, 200)
+	for _, pending := range []bool{true, false} {
+		client{t: t, base: b.url, auth: "Token " + token}.call("PUT", "/api/peers/"+ids[2], map[string]any{"name": "host-2", "ssh_enabled": false,
+			"login_expiration_enabled": false, "approval_required": pending}, 200)
+		check(fmt.Sprintf("approval required %v", pending))
+		if want := fmt.Sprintf(`"approval_required":%v`, pending); !strings.Contains(a.raw(t, token, "/api/peers?name=host-2"), want) {
+			t.Fatalf("approval required %v is not shown: %s", pending, a.raw(t, token, "/api/peers?name=host-2"))
+		}
+	}
+
 	// Login expiration on: the peer added by the owner, last logged in two
 	// days ago, shows expired.
-	acc := obj(list(owner.call("GET", "/api/accounts", nil, 200))[0])
-	s := obj(acc["settings"])
+	s = accSettings()
 	s["peer_login_expiration_enabled"], s["peer_login_expiration"] = true, 3600
 	client{t: t, base: b.url, auth: "Token " + token}.call("PUT", "/api/accounts/"+string(accID), map[string]any{"settings": s}, 200)
 	check("expiration")

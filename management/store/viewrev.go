@@ -40,19 +40,47 @@ type PeerState struct {
 	LastSeen  time.Time
 }
 
-// PeerStates lists the connection state of the account's peers, in no
-// particular order.
+// peerStatesSQL reads the connection states from the peers_state index
+// alone (it covers the columns and the order).
+const peerStatesSQL = `SELECT id, connected, last_seen FROM peers WHERE account_id = ? ORDER BY created_at, id`
+
+// PeerStates lists the connection state of the account's peers, in the
+// order Peers lists them.
 func (a *AccountTx) PeerStates(ctx context.Context) ([]PeerState, error) {
-	return queryAll(ctx, a.q(), func(sc scanner) (PeerState, error) {
-		var (
-			s    PeerState
-			id   string
-			seen int64
-		)
-		if err := sc.Scan(&id, &s.Connected, &seen); err != nil {
-			return s, mapErr(err)
+	var out []PeerState
+	err := a.EachPeerState(ctx, func(s PeerState) error {
+		out = append(out, s)
+		return nil
+	})
+	return out, err
+}
+
+// EachPeerState calls fn with the connection state of each of the
+// account's peers, in the order Peers lists them (a cached list matches
+// them up by position), stopping at fn's first error.
+// Unlike PeerStates it collects nothing: the REST peer list reads every
+// state on each request and keeps none of them.
+func (a *AccountTx) EachPeerState(ctx context.Context, fn func(PeerState) error) error {
+	rs, err := a.q().query(ctx, peerStatesSQL, string(a.id))
+	if err != nil {
+		return mapErr(err)
+	}
+	defer rs.Close()
+	// Scanned into the same variables row after row: no allocation per
+	// row but the ID's string.
+	var (
+		id   string
+		s    PeerState
+		seen int64
+	)
+	for rs.Next() {
+		if err := rs.Scan(&id, &s.Connected, &seen); err != nil {
+			return mapErr(err)
 		}
 		s.ID, s.LastSeen = account.PeerID(id), fromNanos(seen)
-		return s, nil
-	}, `SELECT id, connected, last_seen FROM peers WHERE account_id = ?`, string(a.id))
+		if err := fn(s); err != nil {
+			return err
+		}
+	}
+	return mapErr(rs.Err())
 }
