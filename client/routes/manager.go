@@ -23,6 +23,19 @@ type System interface {
 	Close(ctx context.Context) error
 }
 
+// refresher is a System whose Apply must run again now and then while the
+// routes cover a server address, even when nothing else changed: the
+// command-driven systems follow the default gateway their host routes to
+// the servers point to.
+type refresher interface{ refreshEvery() time.Duration }
+
+// Caps on what a network map makes the agent install: a map (or a DNS
+// answer) must not be able to fill the routing table.
+const (
+	MaxClientRoutes = 4096
+	MaxDomainAddrs  = 64
+)
+
 // Config configures a Manager.
 type Config struct {
 	System    System
@@ -35,6 +48,8 @@ type Config struct {
 	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 	// Grace overrides FailoverGrace.
 	Grace time.Duration
+	// Overlay is the mesh's network (see SetOverlay).
+	Overlay []netip.Prefix
 }
 
 // Manager keeps the map's client routes, the user's selection, the chosen
@@ -54,9 +69,13 @@ type Manager struct {
 	lastErr  error
 	closed   bool
 	// applied, lastWant and lastKeep: what the system was last given.
-	applied  bool
-	lastWant []netip.Prefix
-	lastKeep []netip.Addr
+	applied   bool
+	lastWant  []netip.Prefix
+	lastKeep  []netip.Addr
+	lastApply time.Time
+	overlay   []netip.Prefix
+	// dropped: the routes Update left out, so each is logged once.
+	dropped map[string]bool
 }
 
 // NewManager returns a manager with no routes.
@@ -68,14 +87,83 @@ func NewManager(cfg Config) *Manager {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Manager{cfg: cfg, sel: cfg.Selection.clone(), chooser: NewChooser(cfg.Grace),
-		chosen: map[HAID]Route{}, resolved: map[HAID]map[string][]netip.Addr{}}
+		chosen: map[HAID]Route{}, resolved: map[HAID]map[string][]netip.Addr{},
+		overlay: slices.Clone(cfg.Overlay), dropped: map[string]bool{}}
 }
 
-// Update replaces the routes (the client routes of the latest map).
+// SetOverlay sets the mesh's network(s). No route may take a part of it:
+// a routed prefix inside it would move peers' addresses from their own
+// WireGuard peers to the routing peer. Addresses resolved before that no
+// longer qualify are dropped; the routes are checked at the next Update.
+func (m *Manager) SetOverlay(ps ...netip.Prefix) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var next []netip.Prefix
+	for _, p := range ps {
+		if p.IsValid() {
+			next = append(next, p.Masked())
+		}
+	}
+	if slices.Equal(next, m.overlay) {
+		return
+	}
+	m.overlay = next
+	for id, byName := range m.resolved {
+		for d, addrs := range byName {
+			byName[d] = m.usableAddrs(d, addrs)
+		}
+		m.resolved[id] = byName
+	}
+}
+
+// unusable says why a route to p must not be installed ("" when it may):
+// the overlay, loopback, link-local and multicast are never routed, nor
+// an unspecified address other than a default route (an exit node).
+func (m *Manager) unusable(p netip.Prefix) string {
+	a := p.Masked().Addr()
+	for _, o := range m.overlay {
+		if o.Bits() <= p.Bits() && o.Contains(a) {
+			return "inside the overlay network " + o.String()
+		}
+	}
+	switch {
+	case a.IsUnspecified() && p.Bits() != 0:
+		return "unspecified address"
+	case a.IsLoopback():
+		return "loopback"
+	case a.IsLinkLocalUnicast():
+		return "link-local"
+	case a.IsMulticast():
+		return "multicast"
+	}
+	return ""
+}
+
+// usableAddrs drops, with a log line, the addresses of domain d that must
+// not be routed, and caps them at MaxDomainAddrs. m.mu held.
+func (m *Manager) usableAddrs(d string, addrs []netip.Addr) []netip.Addr {
+	out := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		if why := m.unusable(netip.PrefixFrom(a, a.BitLen())); why != "" {
+			m.cfg.Log.Warn("domain route address dropped", "domain", d, "addr", a.String(), "reason", why)
+			continue
+		}
+		out = append(out, a)
+	}
+	if len(out) > MaxDomainAddrs {
+		m.cfg.Log.Warn("domain route resolves to too many addresses; the rest are not routed", "domain", d, "addrs", len(out), "max", MaxDomainAddrs)
+		out = out[:MaxDomainAddrs]
+	}
+	return out
+}
+
+// Update replaces the routes (the client routes of the latest map). Routes
+// to networks that must not be routed (see unusable) and those past
+// MaxClientRoutes are dropped, each logged once.
 func (m *Manager) Update(rs []Route) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.routes = slices.Clone(rs)
+	m.routes = m.usableRoutes(rs)
 	m.groups = Groups(m.routes)
 	for id := range m.resolved {
 		if !slices.ContainsFunc(m.groups, func(g Group) bool { return g.ID == id }) {
@@ -83,6 +171,41 @@ func (m *Manager) Update(rs []Route) {
 		}
 	}
 }
+
+// usableRoutes is rs without the routes Update drops. m.mu held.
+func (m *Manager) usableRoutes(rs []Route) []Route {
+	out := make([]Route, 0, min(len(rs), MaxClientRoutes))
+	dropped := map[string]bool{}
+	over := 0
+	for _, r := range rs {
+		if !r.IsDomain() {
+			if why := m.unusable(r.Prefix); why != "" {
+				k := r.ID + " " + r.Prefix.String()
+				if !m.dropped[k] {
+					m.cfg.Log.Warn("route dropped", "network", r.NetID, "route", r.ID, "prefix", r.Prefix.String(), "reason", why)
+				}
+				dropped[k] = true
+				continue
+			}
+		}
+		if len(out) == MaxClientRoutes {
+			over++
+			continue
+		}
+		out = append(out, r)
+	}
+	if over > 0 && !m.dropped[overKey] {
+		m.cfg.Log.Warn("the network map has too many routes; the rest are not installed", "max", MaxClientRoutes, "dropped", over)
+	}
+	if over > 0 {
+		dropped[overKey] = true
+	}
+	m.dropped = dropped
+	return out
+}
+
+// overKey marks in Manager.dropped that routes past MaxClientRoutes were.
+const overKey = "\x00over"
 
 // Plan is what Evaluate decided: the routed networks each routing peer in
 // use carries (they go into its WireGuard allowed IPs).
@@ -104,8 +227,9 @@ func (m *Manager) Evaluate(ctx context.Context, conn ConnFunc, keep []netip.Addr
 			use = append(use, g)
 		}
 	}
+	now := m.cfg.Now()
 	prev := m.chosen
-	m.chosen = m.chooser.Choose(m.cfg.Now(), use, conn)
+	m.chosen = m.chooser.Choose(now, use, conn)
 	for id, r := range m.chosen {
 		if p, ok := prev[id]; ok && p.Peer != r.Peer {
 			m.cfg.Log.Info("routing peer changed", "network", r.NetID, "from", p.Peer.String(), "to", r.Peer.String())
@@ -135,9 +259,9 @@ func (m *Manager) Evaluate(ctx context.Context, conn ConnFunc, keep []netip.Addr
 	var err error
 	// The system is told only of changes (and retried after a failure):
 	// this runs every second.
-	if m.cfg.System != nil && (m.lastErr != nil || !m.applied || !slices.Equal(want, m.lastWant) || !slices.Equal(keep, m.lastKeep)) {
+	if m.cfg.System != nil && (m.lastErr != nil || !m.applied || !slices.Equal(want, m.lastWant) || !slices.Equal(keep, m.lastKeep) || m.refreshDue(now, want, keep)) {
 		err = m.cfg.System.Apply(ctx, want, keep)
-		m.applied, m.lastWant, m.lastKeep = true, want, slices.Clone(keep)
+		m.applied, m.lastWant, m.lastKeep, m.lastApply = true, want, slices.Clone(keep), now
 	} else {
 		err = m.lastErr
 	}
@@ -146,6 +270,12 @@ func (m *Manager) Evaluate(ctx context.Context, conn ConnFunc, keep []netip.Addr
 	}
 	m.lastErr = err
 	return plan, err
+}
+
+// refreshDue reports whether a refresher must apply again. m.mu held.
+func (m *Manager) refreshDue(now time.Time, want []netip.Prefix, keep []netip.Addr) bool {
+	r, ok := m.cfg.System.(refresher)
+	return ok && len(covering(want, keep)) > 0 && now.Sub(m.lastApply) >= r.refreshEvery()
 }
 
 // prefixes is what a chosen route puts into the tunnel: its network, or
@@ -226,6 +356,7 @@ func (m *Manager) Resolve(ctx context.Context) (bool, error) {
 			if addrs == nil || j.keep {
 				addrs = mergeAddrs(old[d], addrs)
 			}
+			addrs = m.usableAddrs(d, addrs)
 			if len(addrs) > 0 {
 				next[d] = addrs
 			}

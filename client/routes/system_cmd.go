@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"time"
 )
 
 // The command-driven systems (macOS: route(8); Windows: netsh and route)
@@ -94,14 +95,23 @@ func (s *cmdSystem) Apply(ctx context.Context, want []netip.Prefix, keep []netip
 	for k, v := range s.rec.Gateway {
 		gws[k] = v
 	}
+	// The gateway is looked up again on every apply that needs host
+	// routes: a laptop that moved to another network has another one, and
+	// host routes through the old gateway would cut the agent off. A
+	// failed lookup keeps the gateway known (it may be a passing error).
+	asked := map[string]bool{}
 	left := map[netip.Prefix][]netip.Addr{}
 	var bypass []netip.Addr
 	for p, addrs := range cover {
 		ok := true
 		for _, a := range addrs {
-			if _, known := gws[famKey(a)]; !known {
+			if fam := famKey(a); !asked[fam] {
+				asked[fam] = true
 				if gw, found := s.findGateway(ctx, !a.Is4()); found {
-					gws[famKey(a)] = gw.String()
+					if old, had := gws[fam]; had && old != gw.String() {
+						s.cfg.Log.Info("default gateway changed; moving the servers' host routes", "from", old, "to", gw.String())
+					}
+					gws[fam] = gw.String()
 				}
 			}
 			if _, known := gws[famKey(a)]; !known {
@@ -132,12 +142,21 @@ func (s *cmdSystem) Apply(ctx context.Context, want []netip.Prefix, keep []netip
 		return err
 	}
 	var errs []error
-	// Host routes first: they must be in before a route covering them.
+	// Host routes first: they must be in before a route covering them. A
+	// host route through a gateway that is no longer the default one is
+	// deleted and added again through the new one.
 	for _, a := range bypass {
-		if !slices.Contains(s.rec.Bypass, a) {
-			if _, err := s.exec(ctx, s.cmds.addHost(a, gwOf(gws, a))); err != nil {
+		had := slices.Contains(s.rec.Bypass, a)
+		if had && gwOf(s.rec.Gateway, a) == gwOf(gws, a) {
+			continue
+		}
+		if had {
+			if _, err := s.exec(ctx, s.cmds.delHost(a, gwOf(s.rec.Gateway, a))); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		if _, err := s.exec(ctx, s.cmds.addHost(a, gwOf(gws, a))); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	for _, p := range installs {
@@ -170,6 +189,13 @@ func (s *cmdSystem) Apply(ctx context.Context, want []netip.Prefix, keep []netip
 	}
 	return errors.Join(append(errs, cutOffError(left))...)
 }
+
+// gatewayRefresh is how often the manager applies again while host routes
+// are needed, so that a new default gateway (another network) is followed
+// within seconds even when the map does not change.
+const gatewayRefresh = 5 * time.Second
+
+func (s *cmdSystem) refreshEvery() time.Duration { return gatewayRefresh }
 
 func gwOf(gws map[string]string, a netip.Addr) netip.Addr {
 	gw, _ := netip.ParseAddr(gws[famKey(a)])
