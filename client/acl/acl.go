@@ -8,8 +8,10 @@ package acl
 
 import (
 	"encoding/binary"
+	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,6 +60,27 @@ const (
 	otherIdle = 2 * time.Minute
 )
 
+// DefaultMaxFlows caps the connection table. Forwarded flows (a peer
+// allowed through this routing peer, or a LAN host answering) may fill
+// it only up to MaxFlows - MaxFlows/16: the rest stays for the host's
+// own connections, so a peer spraying SYNs through an exit node cannot
+// cut the host's replies.
+const DefaultMaxFlows = 65536
+
+// Options configure a Filter; the zero value is the production default.
+type Options struct {
+	// Log reports the table filling up (rate-limited); nil: silent.
+	Log *slog.Logger
+	// MaxFlows caps the connection table (0: DefaultMaxFlows).
+	MaxFlows int
+	// HostAddrs lists this host's own addresses (nil: the OS's
+	// interfaces). Packets to them are the host's, whatever interface
+	// holds them.
+	HostAddrs func() ([]netip.Addr, error)
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
 // Filter is safe for concurrent use (WireGuard reads and writes the TUN
 // from different goroutines).
 type Filter struct {
@@ -77,14 +100,42 @@ type Filter struct {
 	cmu   sync.RWMutex
 	flows map[flow]time.Time
 	swept time.Time
-	now   func() time.Time
+	// fullSwept is the last sweep forced by a full table, loggedFull the
+	// last log of untracked flows (both under cmu).
+	fullSwept, loggedFull time.Time
+	maxFlows              int
+	untracked             atomic.Uint64
+
+	hostSrc    func() ([]netip.Addr, error)
+	hosts      atomic.Pointer[hostAddrs]
+	refreshing atomic.Bool
+
+	log *slog.Logger
+	now func() time.Time
 }
 
-// New returns a filter that accepts everything until SetRules says
-// otherwise (a map with no rules at all comes from an old server).
-func New() *Filter {
-	return &Filter{allowAll: true, flows: map[flow]time.Time{}, now: time.Now}
+// New returns a filter with the default Options.
+func New() *Filter { return NewWithOptions(Options{}) }
+
+// NewWithOptions returns a filter that accepts everything until SetRules
+// says otherwise (a map with no rules at all comes from an old server).
+func NewWithOptions(o Options) *Filter {
+	f := &Filter{allowAll: true, flows: map[flow]time.Time{}, now: o.Now, maxFlows: o.MaxFlows, hostSrc: o.HostAddrs, log: o.Log}
+	if f.now == nil {
+		f.now = time.Now
+	}
+	if f.maxFlows <= 0 {
+		f.maxFlows = DefaultMaxFlows
+	}
+	if f.hostSrc == nil {
+		f.hostSrc = osHostAddrs
+	}
+	return f
 }
+
+// UntrackedFlows counts the flows not tracked because the table was full
+// (their later packets go through the rules again; see track).
+func (f *Filter) UntrackedFlows() uint64 { return f.untracked.Load() }
 
 // SetRules replaces the rules. allowAll admits every inbound packet (drop
 // rules still apply). Tracked connections stay: a policy change does not
@@ -187,7 +238,7 @@ func (f *Filter) Outbound(b []byte) bool {
 		return true // not IP: nothing of ours to filter
 	}
 	f.mu.RLock()
-	outDrop := f.outDrop
+	outDrop, local := f.outDrop, f.local
 	f.mu.RUnlock()
 	for _, r := range outDrop {
 		if r.matches(p.dst, p.proto, p.dport, p.hasPorts) {
@@ -195,7 +246,10 @@ func (f *Filter) Outbound(b []byte) bool {
 		}
 	}
 	if p.hasPorts || p.icmpEcho {
-		f.track(flow{proto: p.proto, local: p.src, remote: p.dst, lport: p.sport, rport: p.dport})
+		// Not from this host: a routed LAN host answering or opening
+		// towards a peer, which counts against the forwarded share.
+		forwarded := local.IsValid() && p.src != local && !f.isHost(p.src)
+		f.track(flow{proto: p.proto, local: p.src, remote: p.dst, lport: p.sport, rport: p.dport}, forwarded)
 	}
 	return true
 }
@@ -213,7 +267,10 @@ func (f *Filter) Inbound(b []byte) bool {
 	if !ok {
 		return false
 	}
-	if local.IsValid() && p.dst != local {
+	// The host's other addresses (LAN, public, bridges) are delivered
+	// locally by the kernel: they are this host, judged by the peer
+	// rules, not a routed destination the route rules would open.
+	if local.IsValid() && p.dst != local && !f.isHost(p.dst) {
 		return f.forward(p)
 	}
 	for _, r := range inDrop {
@@ -246,7 +303,14 @@ func (f *Filter) Inbound(b []byte) bool {
 	return false
 }
 
-func (f *Filter) track(fl flow) {
+// track remembers fl (or refreshes it). A new flow is not tracked when
+// the table is full: forwarded ones beyond their share, the host's own
+// at the cap. That degrades, it does not break: a forwarded flow's next
+// packets are judged by the route rules again (the same verdict, the
+// rules are stateless), and replies sent into the tunnel pass Outbound
+// untracked. What is lost while full is the way back for flows opened
+// from the LAN (or this host) towards peers that no inbound rule admits.
+func (f *Filter) track(fl flow, forwarded bool) {
 	now := f.now()
 	// Every outbound packet passes here: refresh a flow at most once a
 	// second, under the read lock otherwise.
@@ -258,15 +322,41 @@ func (f *Filter) track(fl flow) {
 	}
 	f.cmu.Lock()
 	defer f.cmu.Unlock()
-	f.flows[fl] = now
 	if now.Sub(f.swept) > time.Minute {
-		for k, t := range f.flows {
-			if now.Sub(t) > idleFor(k.proto) {
-				delete(f.flows, k)
-			}
-		}
-		f.swept = now
+		f.sweep(now)
 	}
+	if _, ok := f.flows[fl]; !ok {
+		limit := f.maxFlows
+		if forwarded {
+			limit -= f.maxFlows / 16
+		}
+		if len(f.flows) >= limit && now.Sub(f.fullSwept) >= time.Second {
+			// Full: drop what expired, at most once a second (a sweep
+			// walks the whole table).
+			f.fullSwept = now
+			f.sweep(now)
+		}
+		if len(f.flows) >= limit {
+			n := f.untracked.Add(1)
+			if f.log != nil && now.Sub(f.loggedFull) >= time.Minute {
+				f.loggedFull = now
+				f.log.Warn("packet filter: connection table full, new flows not tracked",
+					"entries", len(f.flows), "forwarded", forwarded, "untracked_total", n)
+			}
+			return
+		}
+	}
+	f.flows[fl] = now
+}
+
+// sweep forgets idle flows; cmu is held.
+func (f *Filter) sweep(now time.Time) {
+	for k, t := range f.flows {
+		if now.Sub(t) > idleFor(k.proto) {
+			delete(f.flows, k)
+		}
+	}
+	f.swept = now
 }
 
 func (f *Filter) known(fl flow) bool {

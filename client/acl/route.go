@@ -58,6 +58,9 @@ type Routing struct {
 // as replies to flows this host opened (a routing peer's LAN answering),
 // whatever the allow-all or any-peer rules say.
 func (f *Filter) SetOverlay(local netip.Addr, overlay netip.Prefix) {
+	// Before local is set no packet asks whether it is the host's: read
+	// the addresses first, so the first routed packet has them.
+	f.RefreshHostAddrs()
 	f.mu.Lock()
 	f.local, f.overlay = local, overlay.Masked()
 	f.mu.Unlock()
@@ -74,6 +77,7 @@ func (f *Filter) SetRouting(r Routing) {
 			drop = append(drop, rr)
 		}
 	}
+	f.RefreshHostAddrs() // a map apply is a cheap moment to catch up
 	f.mu.Lock()
 	f.routed, f.routeAll, f.routeDrop, f.routeAccept = append([]netip.Prefix(nil), r.Networks...), r.AllowAll, drop, accept
 	f.mu.Unlock()
@@ -108,7 +112,7 @@ func (f *Filter) forward(p packet) bool {
 	if ok && (p.hasPorts || p.icmpEcho) {
 		// Track what the LAN side answers, so the reply path (Outbound)
 		// stays open and the peer's next packets skip the rules.
-		f.track(flow{proto: p.proto, local: p.dst, remote: p.src, lport: p.dport, rport: p.sport})
+		f.track(flow{proto: p.proto, local: p.dst, remote: p.src, lport: p.dport, rport: p.sport}, true)
 	}
 	return ok
 }

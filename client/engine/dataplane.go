@@ -62,7 +62,7 @@ func newDataPlane(o Options, mtu int) (device, ruleSetter, error) {
 		}
 		return withNftables(d, o.Log)
 	}
-	f := acl.New()
+	f := acl.NewWithOptions(acl.Options{Log: o.Log})
 	cfg.Filter = f
 	d, err := wg.New(cfg, o.Log)
 	if err != nil {

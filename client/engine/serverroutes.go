@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -29,23 +30,29 @@ type serving struct {
 
 // servingFromMap picks the map's server routes (those whose routing peer
 // is self) and converts them and the route firewall rules to typed
-// values. A domain route forwards to the whole address family: the
-// clients resolve the names and route what they get (as NetBird's routing
-// peers do without their DNS forwarder), the rules still limit sources,
-// protocols and ports. Problems come back as warnings, one per skipped
-// item.
-func servingFromMap(self key.Public, routes []*mgmtpb.Route, rules []*mgmtpb.RouteFirewallRule, rulesEmpty bool) (serving, []string) {
+// values. A domain route forwards to the whole address family of the
+// overlay (overlay6: the overlay carries IPv6; never today): the clients
+// resolve the names and route what they get (as NetBird's routing peers
+// do without their DNS forwarder), the rules still limit sources,
+// protocols and ports. IPv6 routes are not served over an IPv4 overlay:
+// turning on IPv6 forwarding for them would only cost the host its
+// router advertisements. Problems come back as warnings, one per item.
+func servingFromMap(self key.Public, routes []*mgmtpb.Route, rules []*mgmtpb.RouteFirewallRule, rulesEmpty, overlay6 bool) (serving, []string) {
 	var s serving
 	var warn []string
 	masq := map[netip.Prefix]bool{}
+	var domainRoutes []string
 	for _, r := range routes {
 		if r.GetPeer() != self.String() {
 			continue
 		}
-		nets, err := routeNetworks(r)
+		nets, err := routeNetworks(r, overlay6)
 		if err != nil {
 			warn = append(warn, fmt.Sprintf("route %s (%s): %v", r.GetID(), r.GetNetID(), err))
 			continue
+		}
+		if isDomainRoute(r) {
+			domainRoutes = append(domainRoutes, fmt.Sprintf("%s (%s)", r.GetID(), r.GetNetID()))
 		}
 		for _, n := range nets {
 			// Routes of one network (HA, several IDs) merge: masquerade
@@ -67,10 +74,14 @@ func servingFromMap(self key.Public, routes []*mgmtpb.Route, rules []*mgmtpb.Rou
 	// server, which meant "allow all".
 	if len(rules) == 0 && !rulesEmpty {
 		s.Routing.AllowAll = true
+		for _, d := range domainRoutes {
+			warn = append(warn, fmt.Sprintf("domain route %s came without route firewall rules (an old management server): "+
+				"this peer forwards whatever any peer sends anywhere, an open exit for every peer", d))
+		}
 		return s, warn
 	}
 	for _, fr := range rules {
-		r, err := routeRule(fr)
+		r, err := routeRule(fr, overlay6)
 		if err != nil {
 			warn = append(warn, fmt.Sprintf("route firewall rule for %s: %v", fr.GetRouteID(), err))
 			continue
@@ -80,20 +91,38 @@ func servingFromMap(self key.Public, routes []*mgmtpb.Route, rules []*mgmtpb.Rou
 	return s, warn
 }
 
+func isDomainRoute(r *mgmtpb.Route) bool {
+	return r.GetNetworkType() == netTypeDomain || len(r.GetDomains()) > 0
+}
+
+// anyDest is every destination the overlay can carry: what a domain
+// route or a dynamic rule covers, the clients resolving the names.
+func anyDest(overlay6 bool) []netip.Prefix {
+	if overlay6 {
+		return []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
+	}
+	return []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}
+}
+
+// errIPv6NotCarried: an IPv6 route over an IPv4-only overlay.
+var errIPv6NotCarried = errors.New("IPv6 route not served: the overlay carries IPv4 only")
+
 // routeNetworks is what a route forwards to.
-func routeNetworks(r *mgmtpb.Route) ([]netip.Prefix, error) {
-	if r.GetNetworkType() == netTypeDomain || len(r.GetDomains()) > 0 {
-		// The clients resolve; which family they use is theirs to say.
-		return []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}, nil
+func routeNetworks(r *mgmtpb.Route, overlay6 bool) ([]netip.Prefix, error) {
+	if isDomainRoute(r) {
+		return anyDest(overlay6), nil
 	}
 	p, err := netip.ParsePrefix(r.GetNetwork())
 	if err != nil {
 		return nil, fmt.Errorf("bad network %q: %w", r.GetNetwork(), err)
 	}
+	if p.Addr().Is6() && !p.Addr().Is4In6() && !overlay6 {
+		return nil, errIPv6NotCarried
+	}
 	return []netip.Prefix{p.Masked()}, nil
 }
 
-func routeRule(fr *mgmtpb.RouteFirewallRule) (acl.RouteRule, error) {
+func routeRule(fr *mgmtpb.RouteFirewallRule, overlay6 bool) (acl.RouteRule, error) {
 	r := acl.RouteRule{Accept: fr.GetAction() == mgmtpb.RuleAction_ACCEPT}
 	for _, s := range fr.GetSourceRanges() {
 		p, err := netip.ParsePrefix(s)
@@ -107,7 +136,7 @@ func routeRule(fr *mgmtpb.RouteFirewallRule) (acl.RouteRule, error) {
 		r.Sources = append(r.Sources, p.Masked())
 	}
 	if fr.GetIsDynamic() || len(fr.GetDomains()) > 0 {
-		r.Dests = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
+		r.Dests = anyDest(overlay6)
 	} else {
 		p, err := netip.ParsePrefix(fr.GetDestination())
 		if err != nil {
@@ -159,6 +188,9 @@ type serverRoutes struct {
 	overlay netip.Prefix
 	cur     serving
 	warned  bool
+	// warnings logged for the last map: a problem is logged when it
+	// appears, not on every map that still carries it.
+	problems map[string]bool
 }
 
 // newServerRoutes restores what a crashed run left (forwarding sysctls,
@@ -181,10 +213,15 @@ func (s *serverRoutes) apply(self key.Public, addr netip.Prefix, nm *mgmtpb.Netw
 		s.fw.SetOverlay(addr.Addr(), addr.Masked())
 		s.overlay = addr
 	}
-	want, warns := servingFromMap(self, nm.GetRoutes(), nm.GetRoutesFirewallRules(), nm.GetRoutesFirewallRulesIsEmpty())
+	want, warns := servingFromMap(self, nm.GetRoutes(), nm.GetRoutesFirewallRules(), nm.GetRoutesFirewallRulesIsEmpty(), addr.Addr().Is6())
+	problems := make(map[string]bool, len(warns))
 	for _, w := range warns {
-		s.log.Warn("server route skipped", "problem", w)
+		if !s.problems[w] {
+			s.log.Warn("server route", "problem", w)
+		}
+		problems[w] = true
 	}
+	s.problems = problems
 	if reflect.DeepEqual(want, s.cur) {
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -28,8 +29,10 @@ func TestServingFromMap(t *testing.T) {
 		routes []*mgmtpb.Route
 		rules  []*mgmtpb.RouteFirewallRule
 		empty  bool
-		want   serving
-		warns  int
+		// overlay6: the overlay carries IPv6
+		overlay6 bool
+		want     serving
+		warns    int
 	}{
 		{name: "no routes", want: serving{}},
 		{name: "someone else's route", routes: []*mgmtpb.Route{{ID: "r1", Network: "192.168.50.0/24", NetworkType: netTypeIPv4, Peer: other.String()}}, want: serving{}},
@@ -53,18 +56,30 @@ func TestServingFromMap(t *testing.T) {
 				{ID: "r2", Network: "192.168.50.0/24", NetworkType: netTypeIPv4, Peer: self.String(), Masquerade: true},
 			},
 			want: serving{Routes: []forward.Route{{Network: lan, Masquerade: true}}, Routing: acl.Routing{Networks: []netip.Prefix{lan}, AllowAll: true}}},
-		{name: "exit node v4 and v6",
+		{name: "exit node v4 and v6 over an IPv4 overlay: v6 not served, with a warning",
+			routes: []*mgmtpb.Route{
+				{ID: "e4", Network: "0.0.0.0/0", NetworkType: netTypeIPv4, Peer: self.String(), Masquerade: true},
+				{ID: "e6", Network: "::/0", NetworkType: netTypeIPv6, Peer: self.String(), Masquerade: true},
+			},
+			want: serving{Routes: []forward.Route{{Network: any4, Masquerade: true}},
+				Routing: acl.Routing{Networks: []netip.Prefix{any4}, AllowAll: true}},
+			warns: 1},
+		{name: "exit node v4 and v6 over an IPv6-capable overlay", overlay6: true,
 			routes: []*mgmtpb.Route{
 				{ID: "e4", Network: "0.0.0.0/0", NetworkType: netTypeIPv4, Peer: self.String(), Masquerade: true},
 				{ID: "e6", Network: "::/0", NetworkType: netTypeIPv6, Peer: self.String(), Masquerade: true},
 			},
 			want: serving{Routes: []forward.Route{{Network: any4, Masquerade: true}, {Network: any6, Masquerade: true}},
 				Routing: acl.Routing{Networks: []netip.Prefix{any4, any6}, AllowAll: true}}},
-		{name: "domain route and dynamic rule",
+		{name: "domain route and dynamic rule: the overlay's family only",
 			routes: []*mgmtpb.Route{{ID: "d1", NetworkType: netTypeDomain, Domains: []string{"example.com"}, Peer: self.String(), Masquerade: true}},
 			rules:  []*mgmtpb.RouteFirewallRule{{SourceRanges: []string{"100.70.0.0/16"}, Action: mgmtpb.RuleAction_ACCEPT, IsDynamic: true, Domains: []string{"example.com"}, Protocol: mgmtpb.RuleProtocol_ALL}},
-			want: serving{Routes: []forward.Route{{Network: any4, Masquerade: true}, {Network: any6, Masquerade: true}},
-				Routing: acl.Routing{Networks: []netip.Prefix{any4, any6}, Rules: []acl.RouteRule{{Sources: []netip.Prefix{pfx("100.70.0.0/16")}, Dests: []netip.Prefix{any4, any6}, Accept: true}}}}},
+			want: serving{Routes: []forward.Route{{Network: any4, Masquerade: true}},
+				Routing: acl.Routing{Networks: []netip.Prefix{any4}, Rules: []acl.RouteRule{{Sources: []netip.Prefix{pfx("100.70.0.0/16")}, Dests: []netip.Prefix{any4}, Accept: true}}}}},
+		{name: "domain route without rules (legacy): an open exit, warned",
+			routes: []*mgmtpb.Route{{ID: "d1", NetworkType: netTypeDomain, Domains: []string{"example.com"}, Peer: self.String()}},
+			want:   serving{Routes: []forward.Route{{Network: any4}}, Routing: acl.Routing{Networks: []netip.Prefix{any4}, AllowAll: true}},
+			warns:  1},
 		{name: "bad route and bad rules are skipped with warnings",
 			routes: []*mgmtpb.Route{{ID: "bad", Network: "nonsense", NetworkType: netTypeIPv4, Peer: self.String()}, {ID: "r1", Network: "192.168.50.0/24", Peer: self.String()}},
 			rules: []*mgmtpb.RouteFirewallRule{
@@ -79,7 +94,7 @@ func TestServingFromMap(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, warns := servingFromMap(self, tc.routes, tc.rules, tc.empty)
+			got, warns := servingFromMap(self, tc.routes, tc.rules, tc.empty, tc.overlay6)
 			if d := cmp.Diff(tc.want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); d != "" {
 				t.Errorf("serving (-want +got):\n%s", d)
 			}
@@ -158,5 +173,48 @@ func TestServerRoutesApply(t *testing.T) {
 	s.close()
 	if b, _ := os.ReadFile(filepath.Join(proc, "sys/net/ipv4/ip_forward")); string(b) != "0\n" {
 		t.Errorf("ip_forward after close %q", b)
+	}
+}
+
+// TestServerRoutesNoIPv6Forwarding: a domain route and an IPv6 exit node
+// over the IPv4 overlay leave IPv6 forwarding off (on, it would make
+// interfaces with accept_ra=1 drop their SLAAC default route); the
+// problems are logged once, not on every map.
+func TestServerRoutesNoIPv6Forwarding(t *testing.T) {
+	proc := t.TempDir()
+	for _, k := range []string{"sys/net/ipv4/ip_forward", "sys/net/ipv6/conf/all/forwarding"} {
+		if err := os.MkdirAll(filepath.Join(proc, filepath.Dir(k)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(proc, k), []byte("0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fwd, err := forward.New(forward.Options{Interface: "wt9", ProcRoot: proc, NAT: &fakeNAT{}, RemoveTable: func(string) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	s := &serverRoutes{log: slog.New(slog.NewTextHandler(&logs, nil)), fw: &fakeFirewall{}, fwd: fwd}
+	defer s.close()
+	self := mustKey(t)
+	nm := &mgmtpb.NetworkMap{Routes: []*mgmtpb.Route{
+		{ID: "d1", NetworkType: netTypeDomain, Domains: []string{"example.com"}, Peer: self.String(), Masquerade: true},
+		{ID: "e6", Network: "::/0", NetworkType: netTypeIPv6, Peer: self.String(), Masquerade: true},
+	}}
+	for i := 0; i < 3; i++ {
+		s.apply(self, netip.MustParsePrefix("100.70.0.1/16"), nm)
+	}
+	if b, _ := os.ReadFile(filepath.Join(proc, "sys/net/ipv4/ip_forward")); string(b) != "1\n" {
+		t.Errorf("ip_forward %q, want 1", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(proc, "sys/net/ipv6/conf/all/forwarding")); string(b) != "0\n" {
+		t.Errorf("IPv6 forwarding %q, want it left off", b)
+	}
+	if n := strings.Count(logs.String(), "IPv6 route not served"); n != 1 {
+		t.Errorf("IPv6 route warned %d times over 3 maps, want once:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "open exit"); n != 1 {
+		t.Errorf("legacy domain route warned %d times over 3 maps, want once:\n%s", n, logs.String())
 	}
 }

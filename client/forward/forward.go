@@ -73,6 +73,9 @@ type Forwarder struct {
 	saved  saved
 	routes []Route
 	closed bool
+	// noNAT: routes asking for masquerade the NAT cannot give (another
+	// family than the overlay's), warned about once while they last.
+	noNAT map[netip.Prefix]bool
 }
 
 // ErrClosed: the forwarder was closed.
@@ -168,16 +171,29 @@ func (f *Forwarder) Apply(overlay netip.Prefix, routes []Route) error {
 	}
 	want := map[string]bool{}
 	var masq []netip.Prefix
+	noNAT := map[netip.Prefix]bool{}
 	for _, r := range routes {
 		if r.Network.Addr().Is4() {
 			want[sysctlV4] = true
 		} else {
 			want[sysctlV6] = true
 		}
-		if r.Masquerade {
+		switch {
+		case !r.Masquerade:
+		case r.Network.Addr().Is4() != overlay.Addr().Is4():
+			// The masquerade rewrites overlay sources: the other
+			// family has none to rewrite. Say so rather than forward
+			// unmasqueraded traffic the network may not route back.
+			noNAT[r.Network] = true
+			if !f.noNAT[r.Network] {
+				f.o.Log.Warn("route asks for masquerade, but this peer can only masquerade the overlay's address family; forwarding it without NAT",
+					"network", r.Network, "overlay", overlay)
+			}
+		default:
 			masq = append(masq, r.Network)
 		}
 	}
+	f.noNAT = noNAT
 	// Record first, change second: a crash in between leaves a record of
 	// a value not yet changed, which restoring writes back unchanged.
 	next := saved{Sysctl: map[string]string{}, NATTable: f.saved.NATTable}

@@ -2,6 +2,7 @@ package forward
 
 import (
 	"errors"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -167,5 +168,41 @@ func TestNATFailure(t *testing.T) {
 	}
 	if h.sysctl(sysctlV4) != "0" || h.stateFile() {
 		t.Error("Close after a failed Apply left changes")
+	}
+}
+
+// TestMasqueradeOtherFamilyWarns: an IPv6 route asking for masquerade
+// over an IPv4 overlay gets no NAT; that is logged once, not silently
+// skipped, and no NAT rule is asked for it.
+func TestMasqueradeOtherFamilyWarns(t *testing.T) {
+	h := newHost(t, "0", "0")
+	var logs strings.Builder
+	f, err := New(Options{StateDir: h.dir, Interface: "wt9", ProcRoot: h.proc, NAT: h.nat, Log: slog.New(slog.NewTextHandler(&logs, nil)),
+		RemoveTable: func(name string) error { h.nat.tables[name] = false; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	routes := []Route{{Network: lan, Masquerade: true}, {Network: lan6, Masquerade: true}}
+	for i := 0; i < 3; i++ {
+		if err := f.Apply(overlay, routes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(logs.String(), "network="+lan6.String()); n != 1 {
+		t.Errorf("warned %d times about %v's missing NAT, want once:\n%s", n, lan6, logs.String())
+	}
+	if !slices.Equal(h.nat.networks, []netip.Prefix{lan}) {
+		t.Errorf("masquerade asked for %v, want only %v", h.nat.networks, lan)
+	}
+	// Gone and back: warned again.
+	if err := f.Apply(overlay, routes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Apply(overlay, routes); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "network="+lan6.String()); n != 2 {
+		t.Errorf("warned %d times after the route came back, want 2", n)
 	}
 }
