@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/dnsadmin"
 	"github.com/wiremesh/wiremesh/management/routing"
 	"github.com/wiremesh/wiremesh/management/store"
 )
@@ -254,7 +255,11 @@ func linked(ctx context.Context, at *store.AccountTx, id account.GroupID) error 
 		}
 	}
 	// Routes, network resources and routers (routing.ErrInUse).
-	return routing.GroupLinked(ctx, at, id)
+	if err := routing.GroupLinked(ctx, at, id); err != nil {
+		return err
+	}
+	// Nameserver groups, DNS settings and zones (dnsadmin.ErrInUse).
+	return dnsadmin.GroupLinked(ctx, at, id)
 }
 
 // --- policies ---

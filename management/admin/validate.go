@@ -135,6 +135,32 @@ func validateRouting(d store.Dump, peers map[account.PeerID]bool, groups map[str
 			return invalid("network router %s: group %q does not exist", r.ID, g)
 		}
 	}
+	return validateDNS(d, groups, ids, invalid)
+}
+
+// validateDNS checks that the dump's nameserver groups, DNS settings and
+// zones name groups of the dump, and each record its own zone.
+func validateDNS(d store.Dump, groups map[string]bool, ids func([]account.GroupID) []string, invalid func(string, ...any) error) error {
+	for _, g := range d.NameserverGroups {
+		if x := missing(ids(g.Groups), groups); x != "" {
+			return invalid("nameserver group %s: group %q does not exist", g.ID, x)
+		}
+	}
+	if d.DNSSettings != nil {
+		if x := missing(ids(d.DNSSettings.DisabledManagementGroups), groups); x != "" {
+			return invalid("dns settings: group %q does not exist", x)
+		}
+	}
+	for _, z := range d.Zones {
+		if x := missing(ids(z.DistributionGroups), groups); x != "" {
+			return invalid("zone %s: group %q does not exist", z.ID, x)
+		}
+		for _, r := range z.Records {
+			if r.ZoneID != z.ID {
+				return invalid("zone %s: record %s names zone %q", z.ID, r.ID, r.ZoneID)
+			}
+		}
+	}
 	return nil
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/access"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/auth"
+	"github.com/wiremesh/wiremesh/management/dnsadmin"
 	"github.com/wiremesh/wiremesh/management/idp"
 	"github.com/wiremesh/wiremesh/management/jobs"
 	"github.com/wiremesh/wiremesh/management/peers"
@@ -52,6 +53,8 @@ type Options struct {
 	// Routing changes routes and networks with their resources and
 	// routers.
 	Routing *routing.Service
+	// DNS changes nameserver groups, DNS settings and custom zones.
+	DNS *dnsadmin.Service
 	// JWT verifies bearer tokens; nil accepts personal access tokens only.
 	JWT TokenVerifier
 	// IdPs administers upstream identity providers of the built-in
@@ -174,6 +177,7 @@ func (a *API) routes() {
 	authed("GET /api/locations/countries", func(w http.ResponseWriter, _ *http.Request, _ account.User) error { return ok(w, []any{}) })
 
 	a.routingRoutes(authed)
+	a.dnsRoutes(authed)
 	a.idpRoutes(authed)
 	a.jobRoutes(authed, open)
 
@@ -273,6 +277,14 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, routing.ErrConflict):
 		code, msg = http.StatusConflict, err.Error()
 	case errors.Is(err, routing.ErrNotFound):
+		code, msg = http.StatusNotFound, "not found"
+	case errors.Is(err, dnsadmin.ErrInvalid):
+		code, msg = http.StatusUnprocessableEntity, err.Error()
+	case errors.Is(err, dnsadmin.ErrInUse):
+		code, msg = http.StatusPreconditionFailed, err.Error()
+	case errors.Is(err, dnsadmin.ErrConflict):
+		code, msg = http.StatusConflict, err.Error()
+	case errors.Is(err, dnsadmin.ErrNotFound):
 		code, msg = http.StatusNotFound, "not found"
 	case errors.Is(err, access.ErrInvalid):
 		code, msg = http.StatusUnprocessableEntity, err.Error()

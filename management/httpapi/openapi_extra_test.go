@@ -11,4 +11,5 @@ func conformExtra(t *testing.T, d *docRig, ownerID string) {
 	conformTemporary(t, d)
 	conformJobs(t, d)
 	conformRouting(t, d)
+	conformDNS(t, d)
 }

@@ -116,6 +116,26 @@ var routePerms = map[string]perm{
 	"PUT /api/networks/{networkId}/routers/{routerId}":        need(auth.Networks, auth.Update),
 	"DELETE /api/networks/{networkId}/routers/{routerId}":     need(auth.Networks, auth.Delete),
 
+	// DNS: nameserver groups are module nameservers; the settings and
+	// custom zones module dns, as in NetBird.
+	"GET /api/dns/nameservers":                          need(auth.Nameservers, auth.Read),
+	"POST /api/dns/nameservers":                         need(auth.Nameservers, auth.Create),
+	"GET /api/dns/nameservers/{nsgroupId}":              need(auth.Nameservers, auth.Read),
+	"PUT /api/dns/nameservers/{nsgroupId}":              need(auth.Nameservers, auth.Update),
+	"DELETE /api/dns/nameservers/{nsgroupId}":           need(auth.Nameservers, auth.Delete),
+	"GET /api/dns/settings":                             need(auth.DNS, auth.Read),
+	"PUT /api/dns/settings":                             need(auth.DNS, auth.Update),
+	"GET /api/dns/zones":                                need(auth.DNS, auth.Read),
+	"POST /api/dns/zones":                               need(auth.DNS, auth.Create),
+	"GET /api/dns/zones/{zoneId}":                       need(auth.DNS, auth.Read),
+	"PUT /api/dns/zones/{zoneId}":                       need(auth.DNS, auth.Update),
+	"DELETE /api/dns/zones/{zoneId}":                    need(auth.DNS, auth.Delete),
+	"GET /api/dns/zones/{zoneId}/records":               need(auth.DNS, auth.Read),
+	"POST /api/dns/zones/{zoneId}/records":              need(auth.DNS, auth.Create),
+	"GET /api/dns/zones/{zoneId}/records/{recordId}":    need(auth.DNS, auth.Read),
+	"PUT /api/dns/zones/{zoneId}/records/{recordId}":    need(auth.DNS, auth.Update),
+	"DELETE /api/dns/zones/{zoneId}/records/{recordId}": need(auth.DNS, auth.Delete),
+
 	"GET /api/identity-providers":            need(auth.IdentityProviders, auth.Read),
 	"POST /api/identity-providers":           need(auth.IdentityProviders, auth.Create),
 	"GET /api/identity-providers/{idpId}":    need(auth.IdentityProviders, auth.Read),

@@ -23,6 +23,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/access"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/auth"
+	"github.com/wiremesh/wiremesh/management/dnsadmin"
 	"github.com/wiremesh/wiremesh/management/httpapi"
 	"github.com/wiremesh/wiremesh/management/idp"
 	"github.com/wiremesh/wiremesh/management/peers"
@@ -66,7 +67,7 @@ func newRig(t *testing.T, eng storetest.Engine) *rig {
 	hub := updates.NewHub()
 	us := users.New(users.Options{Store: st, Notify: hub, LocalIdP: true})
 	api := httpapi.New(httpapi.Options{Store: st, Users: us, Peers: peers.New(st, hub, nil, nil), Access: access.New(st, hub, nil), JWT: v,
-		Routing: routing.New(st, hub, routing.Options{})})
+		Routing: routing.New(st, hub, routing.Options{}), DNS: dnsadmin.New(st, hub, dnsadmin.Options{})})
 	mux.Handle("/api/", api)
 	mux.Handle("/oauth2/", p)
 	r := &rig{t: t, st: st, url: srv.URL, provider: p}

@@ -26,6 +26,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/oidcop"
 	"github.com/wiremesh/wiremesh/management/access"
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/dnsadmin"
 	"github.com/wiremesh/wiremesh/management/grpcapi"
 	"github.com/wiremesh/wiremesh/management/httpapi"
 	"github.com/wiremesh/wiremesh/management/idp"
@@ -213,7 +214,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	js := jobs.New(jo)
 	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log, SSO: sso, MaxSyncs: o.MaxSyncs,
 		TrustedProxies: o.TrustedProxies, Now: o.Now, JobFirstMessage: o.JobFirstMessage, Ended: ps, Jobs: js})
-	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Access: access.New(st, hub, o.Log), Routing: routing.New(st, hub, routing.Options{Log: o.Log}), DashboardOrigins: o.DashboardOrigins, Log: o.Log,
+	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Access: access.New(st, hub, o.Log), Routing: routing.New(st, hub, routing.Options{Log: o.Log}), DNS: dnsadmin.New(st, hub, dnsadmin.Options{Log: o.Log}), DashboardOrigins: o.DashboardOrigins, Log: o.Log,
 		Jobs: js, TrustedProxies: o.TrustedProxies, Releases: o.Releases}
 	if verifier != nil {
 		ropts.JWT = verifier

@@ -34,6 +34,11 @@ type Dump struct {
 	Networks         []account.Network         `json:"networks,omitempty"`
 	NetworkResources []account.NetworkResource `json:"network_resources,omitempty"`
 	NetworkRouters   []account.NetworkRouter   `json:"network_routers,omitempty"`
+	// DNS: nameserver groups, settings (nil when never saved) and zones
+	// with their records.
+	NameserverGroups []account.NameserverGroup `json:"nameserver_groups,omitempty"`
+	DNSSettings      *account.DNSSettings      `json:"dns_settings,omitempty"`
+	Zones            []account.Zone            `json:"dns_zones,omitempty"`
 }
 
 // Export reads the whole account.
@@ -80,6 +85,9 @@ func (a *AccountTx) Export(ctx context.Context) (Dump, error) {
 		return d, err
 	}
 	if d.NetworkRouters, err = a.NetworkRouters(ctx); err != nil {
+		return d, err
+	}
+	if err := a.exportDNS(ctx, &d); err != nil {
 		return d, err
 	}
 	if d.Peers == nil {
@@ -159,6 +167,9 @@ func (tx *Tx) Import(ctx context.Context, d Dump) error {
 	if err := importRouting(ctx, a, d); err != nil {
 		return err
 	}
+	if err := importDNS(ctx, a, d); err != nil {
+		return err
+	}
 	// Events were exported newest first; keep their numbers.
 	for _, e := range d.Events {
 		if err := a.owns("event", e.AccountID); err != nil {
@@ -198,6 +209,57 @@ func importRouting(ctx context.Context, a *AccountTx, d Dump) error {
 	for _, r := range d.NetworkRouters {
 		if err := a.PutNetworkRouter(ctx, r); err != nil {
 			return fmt.Errorf("import network router %s: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
+// exportDNS reads the account's nameserver groups, DNS settings (only when
+// saved, so a dump of an account without any stays as it was) and zones.
+func (a *AccountTx) exportDNS(ctx context.Context, d *Dump) error {
+	var err error
+	if d.NameserverGroups, err = a.NameserverGroups(ctx); err != nil {
+		return err
+	}
+	var n int
+	if err := a.q().queryRow(ctx, `SELECT COUNT(*) FROM dns_settings WHERE account_id = ?`, string(a.id)).Scan(&n); err != nil {
+		return mapErr(err)
+	}
+	if n > 0 {
+		s, err := a.DNSSettings(ctx)
+		if err != nil {
+			return err
+		}
+		d.DNSSettings = &s
+	}
+	d.Zones, err = a.Zones(ctx)
+	return err
+}
+
+// importDNS writes the dump's nameserver groups, DNS settings and zones,
+// each zone before its records.
+func importDNS(ctx context.Context, a *AccountTx, d Dump) error {
+	for _, g := range d.NameserverGroups {
+		if err := a.PutNameserverGroup(ctx, g); err != nil {
+			return fmt.Errorf("import nameserver group %s: %w", g.ID, err)
+		}
+	}
+	if d.DNSSettings != nil {
+		if err := a.PutDNSSettings(ctx, *d.DNSSettings); err != nil {
+			return fmt.Errorf("import dns settings: %w", err)
+		}
+	}
+	for _, z := range d.Zones {
+		if err := a.PutZone(ctx, z); err != nil {
+			return fmt.Errorf("import zone %s: %w", z.ID, err)
+		}
+		for _, r := range z.Records {
+			if r.ZoneID != z.ID {
+				return fmt.Errorf("import zone %s: record %s names zone %q", z.ID, r.ID, r.ZoneID)
+			}
+			if err := a.PutRecord(ctx, r); err != nil {
+				return fmt.Errorf("import zone %s record %s: %w", z.ID, r.ID, err)
+			}
 		}
 	}
 	return nil
