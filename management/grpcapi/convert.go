@@ -209,14 +209,28 @@ func networkMapProto(m networkmap.Map, cache remoteCache, to respFor) (*mgmtpb.N
 // hidden by policy do not resolve. With derived, the zone says that the
 // client fills in the records (one per peer, by the rule of
 // internal/dnszone), so a whole map carries each peer once, not twice.
+// The account's custom zones follow the peer zone, and its nameserver
+// groups come along; a peer whose DNS is unmanaged gets ServiceEnable off
+// and nothing else, as from the reference server.
 func dnsConfig(m networkmap.Map, cache remoteCache, b *bulk, derived bool) *mgmtpb.DNSConfig {
-	if m.Domain == "" {
+	if !m.DNS.Managed {
 		return &mgmtpb.DNSConfig{}
 	}
+	dc := &mgmtpb.DNSConfig{ServiceEnable: true}
+	if m.Domain != "" {
+		dc.CustomZones = []*mgmtpb.CustomZone{peerZone(m, cache, b, derived)}
+	}
+	accountDNS(dc, m.DNS)
+	return dc
+}
+
+// peerZone is the zone of the peers m shows (see dnsConfig), with their
+// records marshaled in b.
+func peerZone(m networkmap.Map, cache remoteCache, b *bulk, derived bool) *mgmtpb.CustomZone {
 	z := dnszone.Zone(m.Domain)
 	if derived {
 		z.WiremeshDerivedRecords = true
-		return &mgmtpb.DNSConfig{ServiceEnable: true, CustomZones: []*mgmtpb.CustomZone{z}}
+		return z
 	}
 	z.Records = make([]*mgmtpb.SimpleRecord, 0, len(m.Peers)+1)
 	b.records = make([][]byte, 0, len(m.Peers)+1)
@@ -235,7 +249,7 @@ func dnsConfig(m networkmap.Map, cache remoteCache, b *bulk, derived bool) *mgmt
 			b.records = append(b.records, sh.recWire)
 		}
 	}
-	return &mgmtpb.DNSConfig{ServiceEnable: true, CustomZones: []*mgmtpb.CustomZone{z}}
+	return z
 }
 
 // syncResponse is a full update; cfg may be nil for a map-only push.

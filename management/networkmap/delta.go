@@ -22,7 +22,8 @@ type Change struct {
 // some peers (added, removed or changed, with the group memberships of
 // those peers), it returns them: every other peer's map then differs from
 // its old one only in what it shows of, and its rules about, those peers
-// (see Pair). ok=false means something broader changed (a policy, a group
+// (see Pair). Peers whose DNS configuration alone changed are among them,
+// with Shown false. ok=false means something broader changed (a policy, a group
 // of an unchanged peer, a posture check, the account's settings): maps
 // must be computed whole.
 func PeerLocal(old, ix *Index) (changes []Change, ok bool) {
@@ -62,6 +63,11 @@ func PeerLocal(old, ix *Index) (changes []Change, ok bool) {
 		if a.policy != b.policy || !reflect.DeepEqual(a.r, b.r) || !sameExcept(a.src, b.src, changed) || !sameExcept(a.dst, b.dst, changed) {
 			return nil, false
 		}
+	}
+	// A peer whose DNS configuration changed needs its whole map (a delta
+	// carries no DNS); what others see of it is unchanged.
+	for _, id := range dnsChanged(old, ix, changed) {
+		changes = append(changes, Change{ID: id, Old: old.peer(id), New: ix.peer(id)})
 	}
 	sort.Slice(changes, func(i, j int) bool { return changes[i].ID < changes[j].ID })
 	return changes, true

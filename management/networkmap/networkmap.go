@@ -60,6 +60,9 @@ type Map struct {
 	// the route firewall rules of those it serves (see routes.go).
 	Routes     []Route
 	RouteRules []RouteRule
+	// DNS is what the peer's resolver gets besides the peer zone (see
+	// dns.go).
+	DNS DNS
 }
 
 // Flags are the account settings passed to clients in their peer config.
@@ -85,15 +88,20 @@ func (m Map) Address() string {
 	return netip.PrefixFrom(m.Self.IP, m.Network.Bits()).String()
 }
 
-// Access is an account's groups, policies and posture checks, and the
-// routes and network resources (with their routers) they give access to.
+// Access is an account's groups, policies and posture checks, the
+// routes and network resources (with their routers) they give access to,
+// and the account's DNS: nameserver groups, DNS settings and custom zones
+// (each with its records), in the store's order.
 type Access struct {
-	Groups        []account.Group
-	Policies      []account.Policy
-	PostureChecks []account.PostureCheck
-	Routes        []account.Route
-	Resources     []account.NetworkResource
-	Routers       []account.NetworkRouter
+	Groups           []account.Group
+	Policies         []account.Policy
+	PostureChecks    []account.PostureCheck
+	Routes           []account.Route
+	Resources        []account.NetworkResource
+	Routers          []account.NetworkRouter
+	NameserverGroups []account.NameserverGroup
+	DNSSettings      account.DNSSettings
+	Zones            []account.Zone
 }
 
 // members resolves each group to its peers (All: every peer but the
@@ -174,6 +182,7 @@ type Index struct {
 	temp, expand   map[account.PeerID]bool
 	allowAllPolicy account.PolicyID
 	rt             routing
+	dns            dnsIndex
 }
 
 // NewIndex prepares an account state.
@@ -273,6 +282,7 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 		}
 	}
 	ix.buildRouting(access, members, srcRules)
+	ix.buildDNS(access, members)
 	return ix
 }
 
@@ -364,6 +374,7 @@ func (ix *Index) Signature(self account.PeerID) (Sig, bool) {
 	if len(ix.rt.byRouter)+len(ix.rt.res) > 0 {
 		h = h.add(ix.routeSig(self))
 	}
+	h = h.add(ix.dnsSig(self).mix(12))
 	return Sig(h), true
 }
 
@@ -435,6 +446,9 @@ func (ix *Index) compute(self account.PeerID, rules bool) (Map, bool) {
 	}
 	m := Map{Serial: ix.acc.Serial, Domain: ix.acc.Domain, Network: ix.acc.Network, Self: me, AllowAll: ix.compact(self),
 		CheckFiles: posture.Files(ix.checks, me.Meta.GoOS), Flags: FlagsOf(ix.acc.Settings)}
+	if rules {
+		m.DNS = ix.dnsOf(self)
+	}
 	if me.ApprovalRequired {
 		m.AllowAll = false
 		return m, true

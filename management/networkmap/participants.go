@@ -36,11 +36,14 @@ type Source interface {
 	Routes(ctx context.Context) ([]account.Route, error)
 	NetworkResources(ctx context.Context) ([]account.NetworkResource, error)
 	NetworkRouters(ctx context.Context) ([]account.NetworkRouter, error)
+	NameserverGroups(ctx context.Context) ([]account.NameserverGroup, error)
+	DNSSettings(ctx context.Context) (account.DNSSettings, error)
+	Zones(ctx context.Context) ([]account.Zone, error) // each with its records
 }
 
 // Read loads what the account's maps are computed from at now: the
-// account, its Participants, its access rules and its routes and network
-// resources.
+// account, its Participants, its access rules, its routes and network
+// resources, and its DNS.
 func Read(ctx context.Context, src Source, now time.Time) (account.Account, []account.Peer, Access, error) {
 	var access Access
 	a, err := src.Account(ctx)
@@ -71,6 +74,15 @@ func Read(ctx context.Context, src Source, now time.Time) (account.Account, []ac
 		return a, nil, access, err
 	}
 	if access.Routers, err = src.NetworkRouters(ctx); err != nil {
+		return a, nil, access, err
+	}
+	if access.NameserverGroups, err = src.NameserverGroups(ctx); err != nil {
+		return a, nil, access, err
+	}
+	if access.DNSSettings, err = src.DNSSettings(ctx); err != nil {
+		return a, nil, access, err
+	}
+	if access.Zones, err = src.Zones(ctx); err != nil {
 		return a, nil, access, err
 	}
 	return a, Participants(a, ps, blocked, now), access, nil
