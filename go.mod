@@ -41,6 +41,8 @@ require (
 	modernc.org/sqlite v1.62.0
 )
 
+require github.com/godbus/dbus/v5 v5.2.4
+
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
 	github.com/bmatcuk/doublestar/v4 v4.10.4 // indirect

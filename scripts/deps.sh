@@ -17,9 +17,21 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v runuser >/dev/null || need+=(util-linux)
 # the dashboard's browser tests (dashboard/e2e/run.mjs, internal/e2e TestDashboard)
 [ -x /usr/bin/chromium ] || need+=(chromium)
+# client/hostdns TestResolvedReal runs systemd-resolved inside a namespace with a
+# private bus: the package is downloaded and extracted into .cache, never
+# installed (installing it would take over the host's /etc/resolv.conf).
+command -v dbus-daemon >/dev/null || need+=(dbus)
+# internal/e2e DNS tests query the agents' resolvers with dig
+command -v dig >/dev/null || need+=(bind9-dnsutils)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then echo "need root to install: ${need[*]}" >&2; exit 1; fi
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [ ! -x "$root/.cache/resolved/root/lib/systemd/systemd-resolved" ]; then
+  mkdir -p "$root/.cache/resolved"
+  (cd "$root/.cache/resolved" && apt-get download systemd-resolved >/dev/null 2>&1 && dpkg -x systemd-resolved_*.deb root) ||
+    echo "systemd-resolved not extracted: client/hostdns TestResolvedReal will skip" >&2
 fi

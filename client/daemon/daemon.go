@@ -596,7 +596,7 @@ func statusProto(st engine.Status) *daemonpb.FullStatus {
 		ManagementState: &daemonpb.ManagementState{URL: st.Management, Connected: st.MgmtConnected, Error: st.MgmtError, PendingApproval: st.PendingApproval},
 		SignalState:     &daemonpb.SignalState{URL: st.Signal, Connected: st.SignalConn, Error: st.SignalError},
 		LocalPeerState: &daemonpb.LocalPeerState{IP: st.Address.String(), PubKey: st.PublicKey.String(), KernelInterface: st.KernelWG,
-			Fqdn: st.FQDN, WgPort: int64(st.WGPort)},
+			Fqdn: st.FQDN, WgPort: int64(st.WGPort), DnsMode: st.DNSMode},
 	}
 	if !st.Address.IsValid() {
 		fs.LocalPeerState.IP = "" // no address yet; not "invalid Prefix"

@@ -1,12 +1,12 @@
 package engine
 
 import (
+	"errors"
 	"log/slog"
 	"net/netip"
 
 	"github.com/wiremesh/wiremesh/client/resolvconf"
 	"github.com/wiremesh/wiremesh/client/resolver"
-	"github.com/wiremesh/wiremesh/internal/dnszone"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
@@ -27,13 +27,16 @@ type dnsService struct {
 	ip   netip.Addr
 	last *mgmtpb.DNSConfig
 	fqdn string
+	// hdns is the host integration (hostdns.go); nil leaves the host alone.
+	hdns *hostDNS
 }
 
 // startDNS listens on ip; when it cannot (port 53 taken), the agent runs
 // without DNS and says why.
 func startDNS(ip netip.Addr, file resolvconf.File, log *slog.Logger) *dnsService {
-	d := &dnsService{log: log, res: resolver.New(log), file: file, ip: ip}
+	d := &dnsService{log: log, res: resolver.New(resolver.Options{Log: log}), file: file, ip: ip}
 	if err := d.res.Listen(netip.AddrPortFrom(ip, dnsPort)); err != nil {
+		d.res.Close()
 		log.Error("peer names will not resolve", "err", err)
 		return nil
 	}
@@ -56,64 +59,32 @@ func upstreams(c resolvconf.Conf, self netip.Addr) []netip.AddrPort {
 	return out
 }
 
-// apply follows the map's DNS config: zones to the resolver, and the host
-// pointed at it while the service is enabled (given back when not).
+// apply follows the map's DNS config: zones and nameserver groups to the
+// resolver, and the host pointed at it while the service is enabled
+// (given back when not); the search list follows the config.
 func (d *dnsService) apply(cfg *mgmtpb.DNSConfig, fqdn string) {
 	if d == nil || d.res == nil {
 		return
 	}
 	d.last, d.fqdn = cfg, fqdn
+	rc, err := resolver.FromProto(cfg)
+	if err != nil {
+		d.log.Warn("DNS config from management", "err", err)
+	}
+	if err := d.res.Apply(rc); err != nil && !errors.Is(err, resolver.ErrSkipped) {
+		d.log.Error("DNS config from management", "err", err)
+	} else if err != nil {
+		d.log.Warn("DNS config from management", "err", err)
+	}
 	if !cfg.GetServiceEnable() {
-		_ = d.res.SetZones(nil)
 		d.release()
 		return
 	}
-	if err := d.res.SetZones(cfg.GetCustomZones()); err != nil {
-		d.log.Warn("DNS zones from management", "err", err)
-	}
-	if d.host || d.file.Path == "" {
-		return
-	}
-	var search []string
-	for _, z := range cfg.GetCustomZones() {
-		if !z.GetSearchDomainDisabled() && z.GetDomain() != "" {
-			search = append(search, trimDot(z.GetDomain()))
-		}
-	}
-	if len(search) == 0 {
-		if dom := dnszone.Domain(fqdn); dom != "" {
-			search = append(search, dom)
-		}
-	}
-	c, err := d.file.Apply(d.ip, search)
-	if err != nil {
-		d.log.Error("cannot point the host's resolver at the agent; peer names resolve only at "+d.ip.String(), "err", err)
-		return
-	}
-	d.host = true
-	d.res.SetUpstreams(upstreams(c, d.ip))
-	d.log.Info("host resolver points at the agent", "path", d.file.Path, "nameserver", d.ip, "search", search)
-}
-
-func trimDot(s string) string {
-	if len(s) > 1 && s[len(s)-1] == '.' {
-		return s[:len(s)-1]
-	}
-	return s
+	d.pointHost(cfg) // hostdns.go
 }
 
 // release gives the host its resolv.conf back.
-func (d *dnsService) release() {
-	if !d.host {
-		return
-	}
-	if _, err := d.file.Restore(); err != nil {
-		d.log.Error("restore the host's resolv.conf", "err", err)
-		return
-	}
-	d.host = false
-	d.log.Info("host resolver restored", "path", d.file.Path)
-}
+func (d *dnsService) release() { d.releaseHost() } // hostdns.go
 
 // moveTo follows a new overlay address.
 func (d *dnsService) moveTo(ip netip.Addr) {
@@ -128,6 +99,7 @@ func (d *dnsService) moveTo(ip netip.Addr) {
 		d.res = nil // serves nothing and leaves the host alone from now on
 		return
 	}
+	nd.hdns = d.hdns
 	*d = *nd
 	d.apply(last, fqdn)
 }

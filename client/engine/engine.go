@@ -117,6 +117,11 @@ type Engine struct {
 	// route may take into the tunnel, keepByHost the last lookup of each.
 	routes     *routes.Manager
 	resolveNow chan struct{} // a map brought domain routes: resolve now
+	reroute    chan struct{} // a routing peer left: choose again now
+	// liveness watches the routing peers in use; gone is those it found
+	// not answering (routes.go).
+	liveness   *routes.Liveness
+	gone       map[key.Public]bool
 	keep       []netip.Addr
 	keepByHost map[string][]netip.Addr
 }
@@ -201,16 +206,13 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	}
 	// A resolv.conf left by a crashed run comes back first, whatever this
 	// run does with DNS.
-	if o.ResolvConf.Path != "" {
-		if restored, err := o.ResolvConf.Restore(); err != nil {
-			o.Log.Warn("restore the host's resolv.conf", "err", err)
-		} else if restored {
-			o.Log.Info("restored the host's resolv.conf left by an earlier run", "path", o.ResolvConf.Path)
-		}
-	}
+	recoverHostDNS(ctx, o) // hostdns.go
 	var dnsSvc *dnsService
 	if !o.DisableDNS {
 		dnsSvc = startDNS(addr.Addr(), o.ResolvConf, o.Log)
+		if dnsSvc != nil {
+			dnsSvc.hdns = newHostDNS(ctx, o, dev.Name())
+		}
 	}
 	sigCfg := lr.GetNetbirdConfig().GetSignal()
 	sc, err := signalclient.Dial(sigCfg.GetUri(), sigCfg.GetProtocol() == mgmtpb.HostConfig_HTTPS, o.Private, o.Log)
@@ -276,6 +278,10 @@ func (e *Engine) Stop() {
 	peers := e.peers
 	e.peers = map[key.Public]*remote{}
 	e.mu.Unlock()
+	// Before signal closes: connected peers learn at once that we are
+	// gone (a peer routing through us moves to another routing peer now,
+	// not after its timeouts).
+	e.sayGoodbye(peers)
 	e.cancel()
 	e.wg.Wait()
 	e.stopRoutes()
@@ -408,7 +414,7 @@ func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
 		conn := peer.New(peer.Config{
 			Local: e.o.Private, Remote: k, AllowedIPs: ips, Overlay: netip.PrefixFrom(e.addr.Masked().Addr(), e.addr.Bits()),
 			Mux: e.mux, URLs: e.currentURLs, WGPort: e.dev.Port(), Version: e.o.Version, Log: e.log,
-			Relay: e.relays, ForceRelay: e.o.ForceRelay,
+			Relay: e.relays, ForceRelay: e.o.ForceRelay, OnLeft: e.routeNow,
 		}, e.sig, e.dev)
 		e.peers[k] = &remote{conn: conn, cfg: rp, ips: ips}
 	}
@@ -506,6 +512,10 @@ type Status struct {
 	// Served are the networks this peer routes for others (its server
 	// routes), for `netbird status`.
 	Served []netip.Prefix
+	// DNSMode is how the host's resolver is integrated ("systemd-resolved",
+	// "NetworkManager", "resolv.conf", "hosts file"...), for `netbird
+	// status -d`.
+	DNSMode string
 }
 
 // Status reports the current state.
@@ -519,6 +529,7 @@ func (e *Engine) Status() Status {
 		Signal: e.sig.Addr, SignalConn: e.sig.Connected(), SignalError: e.sig.LastError(),
 		Relays: e.relays.States(), KernelWG: e.kernel, PendingApproval: e.pending,
 	}
+	st.DNSMode = e.dns.hostMode() // hostdns.go
 	if e.srv != nil {
 		st.Served = append([]netip.Prefix(nil), e.srv.cur.Routing.Networks...)
 	}

@@ -9,9 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/wiremesh/wiremesh/client/peer"
 	"github.com/wiremesh/wiremesh/client/routes"
+	"github.com/wiremesh/wiremesh/client/wg"
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/internal/sockmark"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
@@ -39,8 +42,9 @@ type RouteSelection struct {
 }
 
 // routeInterval is how often the routing peers are re-chosen from the
-// peers' connection states: with routes.FailoverGrace it bounds failover.
-const routeInterval = time.Second
+// peers' connection states and the liveness of those in use: with
+// routes.FailoverGrace and routes.DefaultLiveness it bounds failover.
+const routeInterval = 250 * time.Millisecond
 
 // domainInterval is how often domain routes are resolved again.
 const domainInterval = time.Minute
@@ -177,6 +181,7 @@ func clientRoute(r *mgmtpb.Route) (routes.Route, bool) {
 
 // applyRoutes takes the routes of a new map. e.mu held.
 func (e *Engine) applyRoutes(nm *mgmtpb.NetworkMap) {
+	e.routes.SetOverlay(e.addr) // no route may take a part of the mesh
 	e.routes.Update(clientRoutes(nm, e.o.Private.Public()))
 	e.evaluateRoutesLocked()
 	if e.routes.HasDomains() {
@@ -187,11 +192,78 @@ func (e *Engine) applyRoutes(nm *mgmtpb.NetworkMap) {
 	}
 }
 
-// evaluateRoutes re-chooses the routing peers and applies the result.
-func (e *Engine) evaluateRoutes() {
+// evaluateRoutes checks that the routing peers in use still answer, then
+// re-chooses the routing peers and applies the result.
+func (e *Engine) evaluateRoutes() { e.evaluateRoutesAt(time.Now()) }
+
+// evaluateRoutesAt is evaluateRoutes at time now: the ticker's times are
+// evenly spaced, so the liveness waits are not cut short by its jitter.
+func (e *Engine) evaluateRoutesAt(now time.Time) {
+	e.mu.Lock()
+	watch := len(e.gone) > 0
+	for _, r := range e.peers {
+		watch = watch || len(r.routed) > 0
+	}
+	e.mu.Unlock()
+	var stats map[key.Public]wg.Stats
+	var err error
+	if watch {
+		stats, err = e.dev.PeerStats() // not under e.mu: it walks every peer
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if watch && err == nil {
+		e.checkLiveness(now, stats)
+	}
 	e.evaluateRoutesLocked()
+}
+
+// handshaker is a device that can start a WireGuard handshake on demand
+// (userspace WireGuard; the kernel's cannot, so there liveness probes are
+// off and a dead routing peer is noticed by its connection alone).
+type handshaker interface {
+	Handshake(k key.Public) error
+}
+
+// checkLiveness feeds the counters of the routing peers in use (and of
+// those found gone, until they answer again) to the liveness check,
+// probes those it asks for and records the gone ones for the chooser.
+// e.mu held.
+func (e *Engine) checkLiveness(now time.Time, stats map[key.Public]wg.Stats) {
+	hs, ok := e.dev.(handshaker)
+	if !ok {
+		return
+	}
+	watch := map[key.Public]routes.WGStats{}
+	for k, r := range e.peers {
+		s, have := stats[k]
+		if !have || (len(r.routed) == 0 && !e.gone[k]) {
+			continue
+		}
+		watch[k] = routes.WGStats{Rx: s.RxBytes, Tx: s.TxBytes, LastHandshake: s.LastHandshake}
+	}
+	for k, v := range e.liveness.Observe(now, watch) {
+		switch v {
+		case routes.Probe:
+			if err := hs.Handshake(k); err != nil {
+				e.log.Debug("probe a routing peer", "peer", k.String(), "err", err)
+			}
+		case routes.Gone:
+			if !e.gone[k] {
+				e.log.Warn("routing peer stopped answering; moving its routes", "peer", k.String())
+			}
+		}
+		if v == routes.Gone {
+			e.gone[k] = true
+		} else {
+			delete(e.gone, k)
+		}
+	}
+	for k := range e.gone {
+		if _, ok := watch[k]; !ok {
+			delete(e.gone, k) // left the map
+		}
+	}
 }
 
 // evaluateRoutesLocked: e.mu held. The routed networks go into the chosen
@@ -207,7 +279,12 @@ func (e *Engine) evaluateRoutesLocked() {
 			return routes.PeerConn{}, false
 		}
 		st := r.conn.Status()
-		return routes.PeerConn{Connected: st.State == "Connected", Relayed: st.Relayed}, true
+		if e.gone[k] {
+			// Its connection may still look fine (a relay carries it, or
+			// ICE has not timed out yet): the peer itself does not answer.
+			return routes.PeerConn{Relayed: st.Relayed, Left: true}, true
+		}
+		return routes.PeerConn{Connected: st.State == "Connected", Relayed: st.Relayed, Left: st.Left}, true
 	}
 	plan, _ := e.routes.Evaluate(context.Background(), conn, e.keepAddrs())
 	for k, r := range e.peers {
@@ -238,7 +315,9 @@ func (e *Engine) runRoutes(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case now := <-tick.C:
+			e.evaluateRoutesAt(now)
+		case <-e.reroute:
 			e.evaluateRoutes()
 		case <-resolve.C:
 			e.refreshKeep(ctx)
@@ -352,6 +431,9 @@ func (e *Engine) startRoutes(iface string) {
 		},
 	})
 	e.resolveNow = make(chan struct{}, 1)
+	e.reroute = make(chan struct{}, 1)
+	e.liveness = routes.NewLiveness(routes.LivenessConfig{})
+	e.gone = map[key.Public]bool{}
 	e.keepByHost = map[string][]netip.Addr{}
 }
 
@@ -375,3 +457,43 @@ func (u unavailableSystem) Apply(_ context.Context, want []netip.Prefix, _ []net
 }
 
 func (unavailableSystem) Close(context.Context) error { return nil }
+
+// goodbyeTimeout bounds how long stopping waits for the GO_IDLE messages.
+const goodbyeTimeout = time.Second
+
+// sayGoodbye sends GO_IDLE to every connected peer, in parallel and
+// within goodbyeTimeout: stopping must not hang on a slow signal server.
+func (e *Engine) sayGoodbye(peers map[key.Public]*remote) {
+	ctx, cancel := context.WithTimeout(context.Background(), goodbyeTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for k, r := range peers {
+		if r.conn.Status().State != "Connected" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			if err := peer.GoIdle(ctx, e.sig, k); err != nil {
+				e.log.Debug("tell a peer we are going away", "peer", k.String(), "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// routeNow asks for the routing peers to be chosen again at once (a
+// routing peer left). It never blocks: it is called from peer loops.
+func (e *Engine) routeNow() {
+	select {
+	case e.reroute <- struct{}{}:
+	default:
+	}
+}

@@ -55,6 +55,10 @@ type Config struct {
 	// the relay is the only path (NB_FORCE_RELAY).
 	Relay      Relayer
 	ForceRelay bool
+	// OnLeft, if set, is called (from the connection's loop; it must not
+	// block) when the remote announced it is going away, so that routes
+	// through it move at once.
+	OnLeft func()
 }
 
 // Status is what `netbird status` shows for the peer.
@@ -67,6 +71,9 @@ type Status struct {
 	RemoteEndpoint string
 	RelayAddress   string // the relay carrying the pair, when relayed through one
 	Since          time.Time
+	// Left: the remote said it is going away (GO_IDLE) and has not been
+	// connected since; its connection is gone, not merely interrupted.
+	Left bool
 }
 
 // Conn is one remote peer's connection.
@@ -184,11 +191,25 @@ func (c *Conn) controlling() bool { return c.cfg.Local.Public().String() > c.cfg
 func (c *Conn) setStatus(f func(*Status)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	prev := c.status.State
+	prev, left := c.status.State, c.status.Left
 	f(&c.status)
 	if c.status.State != prev {
 		c.status.Since = time.Now()
 	}
+	// Until connected again, a remote that left stays marked as gone
+	// whatever the loop does meanwhile (new sessions reset the status).
+	c.status.Left = (left || c.status.Left) && c.status.State != "Connected"
+}
+
+// GoIdle tells the remote, through signal, that this side is going away
+// (NetBird's GO_IDLE): our agents drop the connection at once (see
+// onGoIdle); NetBird's clients act on it only with lazy connections, and
+// then deactivate the connection, which suits a peer that is leaving.
+func GoIdle(ctx context.Context, sig Signaler, remote key.Public) error {
+	if err := sig.Send(ctx, remote, &signalpb.Body{Type: signalpb.Body_GO_IDLE}); err != nil {
+		return fmt.Errorf("send GO_IDLE to %s: %w", remote, err)
+	}
+	return nil
 }
 
 func (c *Conn) run(ctx context.Context) {
@@ -264,6 +285,27 @@ func (c *Conn) run(ctx context.Context) {
 					_ = c.wg.SetPeer(wg.Peer{Key: c.cfg.Remote, AllowedIPs: allowed})
 				}
 			case *signalpb.Body:
+				if ev.GetType() == signalpb.Body_GO_IDLE {
+					// The remote is going away: its paths are dead now, not
+					// after ICE's timeouts. Start over as for a peer that has
+					// not come up yet; its next offer reconnects.
+					c.log.Info("remote peer went away (GO_IDLE)")
+					c.closeSession(s)
+					s = nil
+					c.onICE = false
+					c.closeRelay(&c.rl)
+					c.rl.gen++ // a relay path still opening is stale too
+					c.rl.opening, c.rl.adopted = false, false
+					c.scheduleRelay(&c.rl, c.rl.backoff)
+					c.setStatus(func(st *Status) { *st = Status{State: "Connecting", Since: st.Since, Left: true} })
+					if c.cfg.OnLeft != nil {
+						c.cfg.OnLeft()
+					}
+					newSession()
+					offerEvery = 2 * time.Second
+					offer.Reset(offerEvery)
+					continue
+				}
 				if s == nil {
 					continue
 				}

@@ -1,11 +1,16 @@
-// Package resolver is the agent's DNS service: a server on the peer's
-// overlay address that answers for the peer zones management sends and
-// forwards every other question to the host's original name servers.
+// Package resolver is the agent's DNS service, with NetBird's DNSConfig
+// semantics: a server on the peer's overlay address that answers the zones
+// management sends (the peers' zone and custom zones: A, AAAA and CNAME
+// records, authoritatively), forwards the names under a nameserver group's
+// match domains to that group (split DNS, with failover and health
+// checks), and everything else to the primary group or, without one, to
+// the host's original name servers; forwarded answers are cached for their
+// TTL. It also says what the host's resolver must be told (Config), but
+// does not tell it: host integration lives elsewhere.
 package resolver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,37 +20,103 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-
-	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
-// forwardTimeout bounds one question to one upstream server.
-const forwardTimeout = 2 * time.Second
+// defaultTimeout bounds one question to one upstream server.
+const defaultTimeout = 2 * time.Second
 
-// zone is one authoritative zone: names (lower-case, final dot) to their
-// IPv4 addresses.
-type zone struct {
-	name  string
-	hosts map[string][]netip.Addr
-	ttl   map[string]uint32
+// serverUDPSize is the EDNS0 buffer size the resolver advertises to its
+// own clients.
+const serverUDPSize = 1232
+
+// Options configure a Resolver; zero fields take the defaults.
+type Options struct {
+	Log *slog.Logger
+	// Now is the clock of the cache and the health checks.
+	Now func() time.Time
+	// Timeout bounds one question to one upstream server.
+	Timeout time.Duration
+	// ProbeInterval is how often servers out of rotation are looked at.
+	ProbeInterval time.Duration
+	// CacheEntries and CacheBytes bound the cache.
+	CacheEntries, CacheBytes int
+	// PerSource and Total cap the questions in flight, per client
+	// address and altogether.
+	PerSource, Total int
+	// OnChange, when set, is called with the new HostConfig whenever
+	// Apply, SetUpstreams or Listen changes it, from the caller's
+	// goroutine after the change took effect.
+	OnChange func(HostConfig)
 }
 
 // Resolver answers DNS questions on one address, over UDP and TCP.
 type Resolver struct {
-	log  *slog.Logger
-	addr netip.AddrPort
+	log      *slog.Logger
+	timeout  time.Duration
+	cache    *cache
+	health   *health
+	limit    *limiter
+	onChange func(HostConfig)
 
-	mu        sync.RWMutex
-	zones     []zone // longest name first, so the most specific wins
-	upstreams []netip.AddrPort
+	mu         sync.RWMutex
+	zones      zoneTable
+	routes     routes
+	cfg        Config
+	host       []netip.AddrPort          // the host's original servers
+	groupProbe map[netip.AddrPort]string // probe names of the groups' servers
+	hc         HostConfig
 
+	addr     netip.AddrPort
 	udp, tcp *dns.Server
+	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+	close    sync.Once
 }
 
 // New returns a resolver that serves nothing yet: Answer works, Listen
-// starts the servers.
-func New(log *slog.Logger) *Resolver { return &Resolver{log: log} }
+// starts the servers. Its health prober runs until Close.
+func New(o Options) *Resolver {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = defaultTimeout
+	}
+	if o.ProbeInterval <= 0 {
+		o.ProbeInterval = defaultProbeInterval
+	}
+	if o.CacheEntries <= 0 {
+		o.CacheEntries = defaultCacheEntries
+	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = defaultCacheBytes
+	}
+	if o.PerSource <= 0 {
+		o.PerSource = defaultPerSource
+	}
+	if o.Total <= 0 {
+		o.Total = defaultTotal
+	}
+	r := &Resolver{
+		log:      o.Log,
+		timeout:  o.Timeout,
+		cache:    newCache(o.Now, o.CacheEntries, o.CacheBytes),
+		health:   newHealth(o.Now),
+		limit:    newLimiter(o.PerSource, o.Total),
+		onChange: o.OnChange,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.probeLoop(ctx, o.ProbeInterval)
+	}()
+	return r
+}
 
 // Listen serves on addr (UDP and TCP) until Close. A port already in use
 // is an error here, not later.
@@ -59,9 +130,11 @@ func (r *Resolver) Listen(addr netip.AddrPort) error {
 		pc.Close()
 		return fmt.Errorf("DNS resolver: %w", err)
 	}
+	r.mu.Lock()
 	r.addr = addr
-	r.udp = &dns.Server{PacketConn: pc, Handler: r, UDPSize: dns.DefaultMsgSize}
-	r.tcp = &dns.Server{Listener: ln, Handler: r, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
+	r.mu.Unlock()
+	r.udp = &dns.Server{PacketConn: pc, Handler: r, UDPSize: serverUDPSize}
+	r.tcp = &dns.Server{Listener: ln, Handler: r, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }}
 	for _, s := range []*dns.Server{r.udp, r.tcp} {
 		r.wg.Add(1)
 		go func() {
@@ -71,195 +144,216 @@ func (r *Resolver) Listen(addr netip.AddrPort) error {
 			}
 		}()
 	}
+	r.changed()
 	return nil
 }
 
 // Addr is where it listens (zero before Listen).
-func (r *Resolver) Addr() netip.AddrPort { return r.addr }
+func (r *Resolver) Addr() netip.AddrPort {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.addr
+}
 
-// Close stops serving and waits for the servers.
+// Close stops serving and probing and waits for both. It may be called
+// more than once.
 func (r *Resolver) Close() {
-	for _, s := range []*dns.Server{r.udp, r.tcp} {
-		if s != nil {
-			_ = s.Shutdown()
+	r.close.Do(func() {
+		for _, s := range []*dns.Server{r.udp, r.tcp} {
+			if s != nil {
+				_ = s.Shutdown()
+			}
 		}
-	}
+		r.cancel()
+	})
 	r.wg.Wait()
 }
 
-// SetUpstreams sets where questions outside the zones go, tried in order.
-func (r *Resolver) SetUpstreams(ups []netip.AddrPort) {
-	r.mu.Lock()
-	r.upstreams = append([]netip.AddrPort(nil), ups...)
-	r.mu.Unlock()
+// Config is what the host's resolver must be told now.
+func (r *Resolver) Config() HostConfig {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.hc
 }
 
-// SetZones replaces the zones answered here with management's. Records
-// other than A records with an IPv4 address, and names outside their zone,
-// are skipped (and counted in the returned error).
-func (r *Resolver) SetZones(czs []*mgmtpb.CustomZone) error {
-	var zs []zone
-	skipped := 0
-	for _, cz := range czs {
-		name := dns.CanonicalName(cz.GetDomain())
-		if _, ok := dns.IsDomainName(name); !ok || name == "." {
-			skipped += len(cz.GetRecords()) + 1
-			continue
-		}
-		z := zone{name: name, hosts: map[string][]netip.Addr{}, ttl: map[string]uint32{}}
-		for _, rec := range cz.GetRecords() {
-			host := dns.CanonicalName(rec.GetName())
-			ip, err := netip.ParseAddr(rec.GetRData())
-			if _, ok := dns.IsDomainName(host); !ok || rec.GetType() != int64(dns.TypeA) || err != nil || !ip.Is4() || !dns.IsSubDomain(name, host) {
-				skipped++
-				continue
-			}
-			z.hosts[host] = append(z.hosts[host], ip)
-			z.ttl[host] = uint32(min(max(rec.GetTTL(), 0), 86400))
-		}
-		zs = append(zs, z)
-	}
-	// Most specific zone first.
-	for i := 1; i < len(zs); i++ {
-		for j := i; j > 0 && dns.CountLabel(zs[j].name) > dns.CountLabel(zs[j-1].name); j-- {
-			zs[j], zs[j-1] = zs[j-1], zs[j]
-		}
-	}
+// SetUpstreams sets the host's original servers: where questions go that
+// no zone, match domain or primary group takes, tried in order.
+func (r *Resolver) SetUpstreams(ups []netip.AddrPort) {
 	r.mu.Lock()
-	r.zones = zs
+	r.host = append([]netip.AddrPort(nil), ups...)
+	r.trackLocked()
 	r.mu.Unlock()
-	if skipped > 0 {
-		return fmt.Errorf("DNS: %d records or zones not understood, skipped", skipped)
+	r.cache.flush()
+}
+
+// Apply replaces the zones and nameserver groups with cfg's. What cannot
+// be used (a bad name, a record outside its zone, a group with neither
+// match domains nor primary) is left out and reported in the error, which
+// wraps ErrSkipped; the rest applies either way.
+func (r *Resolver) Apply(cfg Config) error {
+	zones, problems := buildZones(cfg.Zones)
+	rt, probes, p := buildRoutes(cfg.Groups)
+	problems = append(problems, p...)
+	r.mu.Lock()
+	r.zones, r.routes, r.cfg, r.groupProbe = zones, rt, cfg, probes
+	r.trackLocked()
+	r.mu.Unlock()
+	r.cache.flush()
+	r.changed()
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrSkipped, strings.Join(problems, "; "))
 	}
 	return nil
 }
 
+// trackLocked points the health checks at the servers in use.
+func (r *Resolver) trackLocked() {
+	probes := map[netip.AddrPort]string{}
+	for _, s := range r.host {
+		probes[s] = "."
+	}
+	for s, name := range r.groupProbe {
+		probes[s] = name
+	}
+	r.health.track(probes)
+}
+
+// changed recomputes the HostConfig and reports a change.
+func (r *Resolver) changed() {
+	r.mu.Lock()
+	hc := hostConfig(r.addr, r.cfg)
+	same := hc.Equal(r.hc)
+	r.hc = hc
+	r.mu.Unlock()
+	if !same && r.onChange != nil {
+		r.onChange(hc)
+	}
+}
+
 // ServeDNS answers one question (dns.Handler).
 func (r *Resolver) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*forwardTimeout)
-	defer cancel()
+	var src netip.Addr
 	tcp := false
-	if _, ok := w.RemoteAddr().(*net.TCPAddr); ok {
-		tcp = true
+	switch a := w.RemoteAddr().(type) {
+	case *net.TCPAddr:
+		tcp, src = true, a.AddrPort().Addr()
+	case *net.UDPAddr:
+		src = a.AddrPort().Addr()
 	}
-	m := r.Answer(ctx, q, tcp)
-	if !tcp {
-		size := dns.MinMsgSize
-		if o := q.IsEdns0(); o != nil {
-			size = max(int(o.UDPSize()), dns.MinMsgSize)
-		}
-		m.Truncate(size)
+	var m *dns.Msg
+	if r.limit.acquire(src) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*r.timeout)
+		m = r.Answer(ctx, q, tcp)
+		cancel()
+		r.limit.release(src)
+	} else {
+		m = new(dns.Msg)
+		m.SetRcode(q, dns.RcodeRefused)
 	}
+	fitReply(q, m, tcp)
 	if err := w.WriteMsg(m); err != nil {
 		r.log.Debug("DNS reply", "err", err)
 	}
 }
 
-// Answer is the reply to q: from a zone held here, else from an upstream
-// server (over TCP when tcp is set or the UDP answer was truncated).
+// fitReply gives m the OPT record q's EDNS0 calls for and, over UDP,
+// truncates it (TC set) to what the client can take: 512 bytes without
+// EDNS0, its advertised size with it.
+func fitReply(q, m *dns.Msg, tcp bool) {
+	m.Compress = true
+	size := dns.MinMsgSize
+	if o := q.IsEdns0(); o != nil {
+		size = max(int(o.UDPSize()), dns.MinMsgSize)
+		if mo := m.IsEdns0(); mo != nil {
+			mo.SetUDPSize(serverUDPSize)
+		} else {
+			m.SetEdns0(serverUDPSize, false)
+		}
+	} else {
+		stripOpt(m)
+	}
+	if !tcp {
+		m.Truncate(size)
+	}
+}
+
+// Answer is the reply to q: from a zone held here, else from the cache,
+// else from an upstream server (over TCP when tcp is set or the UDP
+// answer was truncated).
 func (r *Resolver) Answer(ctx context.Context, q *dns.Msg, tcp bool) *dns.Msg {
 	m := new(dns.Msg)
 	switch {
-	case q.Response || q.Opcode != dns.OpcodeQuery:
+	case q.Response:
 		return m.SetRcodeFormatError(q)
+	case q.Opcode != dns.OpcodeQuery:
+		m.SetRcode(q, dns.RcodeNotImplemented)
+		return m
 	case len(q.Question) != 1:
-		m.SetRcode(q, dns.RcodeFormatError)
+		return m.SetRcodeFormatError(q)
+	}
+	if o := q.IsEdns0(); o != nil && o.Version() != 0 {
+		m.SetRcode(q, dns.RcodeBadVers)
+		m.SetEdns0(serverUDPSize, false)
 		return m
 	}
 	qu := q.Question[0]
-	name := dns.CanonicalName(qu.Name)
+	if _, ok := dns.IsDomainName(qu.Name); !ok {
+		return m.SetRcodeFormatError(q)
+	}
+	switch qu.Qtype {
+	case dns.TypeAXFR, dns.TypeIXFR, dns.TypeMAILA, dns.TypeMAILB:
+		m.SetRcode(q, dns.RcodeNotImplemented)
+		return m
+	}
 	r.mu.RLock()
-	var z *zone
-	for i := range r.zones {
-		if dns.IsSubDomain(r.zones[i].name, name) {
-			z = &r.zones[i]
-			break
+	zones := r.zones
+	r.mu.RUnlock()
+	if qu.Qclass == dns.ClassINET || qu.Qclass == dns.ClassANY {
+		if za, ok := zones.lookup(qu.Name, qu.Qtype); ok {
+			return r.fromZones(ctx, q, za, tcp)
 		}
 	}
-	if z == nil {
-		ups := r.upstreams
-		r.mu.RUnlock()
-		return r.forward(ctx, q, ups, tcp)
-	}
-	defer r.mu.RUnlock()
-	m.SetReply(q)
-	m.Authoritative = true
-	m.RecursionAvailable = true
-	ips, ok := z.hosts[name]
-	if !ok {
-		if name != z.name {
-			m.Rcode = dns.RcodeNameError
-		}
-		m.Ns = []dns.RR{soa(z.name)}
-		return m
-	}
-	if qu.Qclass != dns.ClassINET && qu.Qclass != dns.ClassANY {
-		return m
-	}
-	if qu.Qtype == dns.TypeA || qu.Qtype == dns.TypeANY {
-		for _, ip := range ips {
-			m.Answer = append(m.Answer, &dns.A{
-				Hdr: dns.RR_Header{Name: qu.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: z.ttl[name]},
-				A:   ip.AsSlice(),
-			})
-		}
-		return m
-	}
-	m.Ns = []dns.RR{soa(z.name)} // the name exists, not with this type
-	return m
+	return r.resolve(ctx, q, tcp)
 }
 
-// soa is the zone's SOA for negative answers (their TTL caps caching).
-func soa(zone string) dns.RR {
-	return &dns.SOA{
-		Hdr: dns.RR_Header{Name: zone, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 60},
-		Ns:  "ns." + zone, Mbox: "hostmaster." + zone, Serial: 1, Refresh: 3600, Retry: 600, Expire: 86400, Minttl: 60,
-	}
-}
-
-var errNoUpstream = errors.New("no upstream DNS server")
-
-// forward asks each upstream in turn; SERVFAIL when none answers.
-func (r *Resolver) forward(ctx context.Context, q *dns.Msg, ups []netip.AddrPort, tcp bool) *dns.Msg {
-	err := errNoUpstream
-	for _, up := range ups {
-		if up == r.addr {
-			continue // never to ourselves
-		}
-		var m *dns.Msg
-		if m, err = exchange(ctx, q, up, tcp); err == nil {
-			return m
-		}
-	}
-	r.log.Debug("DNS forward failed", "name", q.Question[0].Name, "err", err)
+// fromZones is the reply for what the zones said, the chain completed
+// upstream when a CNAME leads out of them.
+func (r *Resolver) fromZones(ctx context.Context, q *dns.Msg, za zoneAnswer, tcp bool) *dns.Msg {
 	m := new(dns.Msg)
-	m.SetRcode(q, dns.RcodeServerFailure)
+	m.SetReply(q)
 	m.RecursionAvailable = true
+	m.Authoritative = true
+	m.Rcode = za.rcode
+	m.Answer, m.Ns = za.answer, za.ns
+	if za.external == "" {
+		return m
+	}
+	sub := new(dns.Msg)
+	sub.SetQuestion(za.external, q.Question[0].Qtype)
+	sub.Question[0].Qclass = q.Question[0].Qclass
+	if o := q.IsEdns0(); o != nil {
+		sub.SetEdns0(o.UDPSize(), o.Do())
+	}
+	ext := r.resolve(ctx, sub, tcp)
+	// Part of the answer is another server's: not authoritative, and the
+	// rcode is the chain's end's (RFC 6604).
+	m.Authoritative = false
+	m.Rcode = ext.Rcode
+	m.Answer = append(m.Answer, ext.Answer...)
+	m.Ns = ext.Ns
 	return m
 }
 
-func exchange(ctx context.Context, q *dns.Msg, up netip.AddrPort, tcp bool) (*dns.Msg, error) {
-	c := &dns.Client{Net: "udp", Timeout: forwardTimeout, UDPSize: dns.DefaultMsgSize}
-	if tcp {
-		c.Net = "tcp"
+// resolve answers q from the cache or the servers its name routes to.
+func (r *Resolver) resolve(ctx context.Context, q *dns.Msg, tcp bool) *dns.Msg {
+	if m, ok := r.cache.get(q); ok {
+		return m
 	}
-	m, _, err := c.ExchangeContext(ctx, q, up.String())
-	if err == nil && m.Truncated && !tcp {
-		c.Net = "tcp"
-		m, _, err = c.ExchangeContext(ctx, q, up.String())
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", up, err)
-	}
-	if !strings.EqualFold(questionName(m), q.Question[0].Name) && len(m.Question) > 0 {
-		return nil, fmt.Errorf("%s answered another question", up)
-	}
-	return m, nil
-}
-
-func questionName(m *dns.Msg) string {
-	if len(m.Question) == 0 {
-		return ""
-	}
-	return m.Question[0].Name
+	name := dns.CanonicalName(q.Question[0].Name)
+	r.mu.RLock()
+	servers := r.routes.serversFor(name, r.host)
+	r.mu.RUnlock()
+	m := r.forward(ctx, q, servers, tcp)
+	r.cache.put(q, m)
+	return m
 }

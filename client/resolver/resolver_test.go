@@ -18,6 +18,25 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// newResolver is a resolver closed (its prober stopped) when the test ends.
+func newResolver(t testing.TB, o Options) *Resolver {
+	if o.Log == nil {
+		o.Log = quiet
+	}
+	r := New(o)
+	t.Cleanup(r.Close)
+	return r
+}
+
+// setZones applies management's zones as the engine would.
+func setZones(r *Resolver, czs []*mgmtpb.CustomZone) error {
+	cfg, err := FromProto(&mgmtpb.DNSConfig{ServiceEnable: true, CustomZones: czs})
+	if aerr := r.Apply(cfg); aerr != nil {
+		return aerr
+	}
+	return err
+}
+
 func peerZone() []*mgmtpb.CustomZone {
 	return []*mgmtpb.CustomZone{dnszone.Peers("netbird.selfhosted", []dnszone.Host{
 		{FQDN: "a.netbird.selfhosted", IP: netip.MustParseAddr("100.64.0.1")},
@@ -48,8 +67,8 @@ func listen(t *testing.T, r *Resolver) netip.AddrPort {
 }
 
 func TestZoneAnswers(t *testing.T) {
-	r := New(quiet)
-	if err := r.SetZones(peerZone()); err != nil {
+	r := newResolver(t, Options{})
+	if err := setZones(r, peerZone()); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -79,7 +98,7 @@ func TestZoneAnswers(t *testing.T) {
 		t.Fatalf("two questions: %v", m)
 	}
 	// Zones are replaced, not merged.
-	if err := r.SetZones(nil); err != nil {
+	if err := setZones(r, nil); err != nil {
 		t.Fatal(err)
 	}
 	if m := r.Answer(ctx, ask("a.netbird.selfhosted.", dns.TypeA), false); m.Rcode != dns.RcodeServerFailure {
@@ -88,8 +107,8 @@ func TestZoneAnswers(t *testing.T) {
 }
 
 func TestHostileZones(t *testing.T) {
-	r := New(quiet)
-	err := r.SetZones([]*mgmtpb.CustomZone{
+	r := newResolver(t, Options{})
+	err := setZones(r, []*mgmtpb.CustomZone{
 		{Domain: "netbird.selfhosted.", Records: []*mgmtpb.SimpleRecord{
 			{Name: "ok.netbird.selfhosted", Type: 1, RData: "100.64.0.9", TTL: 300},
 			{Name: "evil.example.com", Type: 1, RData: "6.6.6.6"},      // outside the zone
@@ -119,19 +138,19 @@ func TestHostileZones(t *testing.T) {
 // over UDP and TCP: zone names from the resolver, the rest forwarded, a
 // large upstream answer retried over TCP and truncated for a UDP client.
 func TestServeAndForward(t *testing.T) {
-	up := New(quiet)
+	up := newResolver(t, Options{})
 	var recs []*mgmtpb.SimpleRecord
 	for i := range 60 {
 		recs = append(recs, &mgmtpb.SimpleRecord{Name: "big.upstream.test", Type: 1, RData: netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}).String(), TTL: 60})
 	}
 	recs = append(recs, &mgmtpb.SimpleRecord{Name: "www.upstream.test", Type: 1, RData: "192.0.2.80", TTL: 60})
-	if err := up.SetZones([]*mgmtpb.CustomZone{{Domain: "upstream.test.", Records: recs}}); err != nil {
+	if err := setZones(up, []*mgmtpb.CustomZone{{Domain: "upstream.test.", Records: recs}}); err != nil {
 		t.Fatal(err)
 	}
 	upAddr := listen(t, up)
 
-	r := New(quiet)
-	if err := r.SetZones(peerZone()); err != nil {
+	r := newResolver(t, Options{})
+	if err := setZones(r, peerZone()); err != nil {
 		t.Fatal(err)
 	}
 	r.SetUpstreams([]netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1"), upAddr}) // the first is dead
@@ -181,8 +200,8 @@ func FuzzAnswer(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte{0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xc0, 0x0c, 0, 1, 0, 1}) // a compression loop
-	r := New(quiet)
-	if err := r.SetZones(peerZone()); err != nil {
+	r := newResolver(f, Options{})
+	if err := setZones(r, peerZone()); err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -11,14 +11,19 @@ import (
 // before the routes move to another one. It absorbs a momentary gap (an
 // ICE restart that recovers at once) so it does not move the routes; the
 // peer connection already waits out short losses before it reports a
-// disconnect, so with the engine's one-second evaluation the routes move
-// within two seconds of the connection being reported lost.
+// disconnect, so with the engine's evaluation every 250 ms the routes move
+// within 1.25 s of the connection being reported lost. A peer known to be
+// gone (PeerConn.Left) moves them at once.
 const FailoverGrace = time.Second
 
 // PeerConn is what the chooser knows of a routing peer's connection.
 type PeerConn struct {
 	Connected bool // a path (direct or relayed) carries WireGuard
 	Relayed   bool
+	// Left: the connection is known to be gone, not just interrupted (the
+	// peer said it is going away, or it stopped answering while we sent
+	// to it, see Liveness): the routes move without the grace.
+	Left bool
 }
 
 // ConnFunc reports a peer's connection; ok is false for a peer that is not
@@ -35,9 +40,10 @@ type haState struct {
 }
 
 // Chooser picks one routing peer per HA group. It keeps the peer in use
-// while it is usable and moves only when that peer leaves the map or stays
-// disconnected for FailoverGrace: a better peer appearing never moves a
-// route (no flapping). It is not safe for concurrent use.
+// while it is usable and moves only when that peer leaves the map, is
+// known to be gone (PeerConn.Left) or stays disconnected for
+// FailoverGrace: a better peer appearing never moves a route (no
+// flapping). It is not safe for concurrent use.
 type Chooser struct {
 	grace  time.Duration
 	groups map[HAID]*haState
@@ -93,7 +99,7 @@ func (st *haState) choose(now time.Time, grace time.Duration, g Group, conn Conn
 		if st.lostAt.IsZero() {
 			st.lostAt = now
 		}
-		if now.Sub(st.lostAt) < grace {
+		if now.Sub(st.lostAt) < grace && !curConn.Left {
 			return *cur, true
 		}
 		if best, ok := bestRoute(g, conn, true); ok && best.Peer != cur.Peer {

@@ -27,6 +27,7 @@ var (
 	up      = PeerConn{Connected: true}
 	relayed = PeerConn{Connected: true, Relayed: true}
 	down    = PeerConn{}
+	left    = PeerConn{Left: true}
 )
 
 func TestChooser(t *testing.T) {
@@ -70,6 +71,16 @@ func TestChooser(t *testing.T) {
 			{time.Second + FailoverGrace/2, map[byte]PeerConn{1: up, 2: up}, 1},
 			{time.Second + FailoverGrace, map[byte]PeerConn{1: down, 2: up}, 1}, // a new loss: grace restarts
 			{time.Second + 2*FailoverGrace, map[byte]PeerConn{1: down, 2: up}, 2},
+		}},
+		{"a chosen peer known to be gone moves the route without the grace", []step{
+			{0, map[byte]PeerConn{1: up, 2: relayed, 3: up}, 1},
+			{10 * time.Second, map[byte]PeerConn{1: left, 2: relayed, 3: up}, 2},
+			{time.Minute, map[byte]PeerConn{1: up, 2: relayed, 3: up}, 2}, // 1 back: no move back
+		}},
+		{"a gone peer with nobody to take over stays chosen", []step{
+			{0, map[byte]PeerConn{1: up, 2: down}, 1},
+			{time.Second, map[byte]PeerConn{1: left, 2: down}, 1},
+			{time.Second + time.Millisecond, map[byte]PeerConn{1: left, 2: up}, 2},
 		}},
 		{"the chosen peer leaving the map moves the route at once", []step{
 			{0, map[byte]PeerConn{1: up, 2: relayed, 3: up}, 1},

@@ -182,3 +182,22 @@ func (d *Device) PeerStats() (map[key.Public]Stats, error) {
 	flush()
 	return out, nil
 }
+
+// Handshake starts a WireGuard handshake with peer k now. A live peer
+// answers it over whatever path carries the traffic, which is how a
+// routing peer's liveness is probed. WireGuard sends at most one
+// initiation per REKEY_TIMEOUT (5 s) and would drop this one silently
+// after a recent one, so the current keys are expired first (which also
+// lifts that limit): until the answer, outgoing packets wait in
+// WireGuard's queue, one round trip.
+func (d *Device) Handshake(k key.Public) error {
+	p := d.dev.LookupPeer(device.NoisePublicKey(k))
+	if p == nil {
+		return fmt.Errorf("handshake: no WireGuard peer %s", k)
+	}
+	p.ExpireCurrentKeypairs()
+	if err := p.SendHandshakeInitiation(false); err != nil {
+		return fmt.Errorf("handshake with %s: %w", k, err)
+	}
+	return nil
+}

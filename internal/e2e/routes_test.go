@@ -300,8 +300,37 @@ func TestNetworkResources(t *testing.T) {
 // (a TCP client that reconnects on failure resumes its transfer through
 // the new router), and it does not move back when the first returns; an
 // iperf3 run through the new router completes.
-func TestRoutesHA(t *testing.T) {
+func TestRoutesHA(t *testing.T) { testRoutesHA(t, haDown, false) }
+
+// TestRoutesHAKilled: as TestRoutesHA, but the chosen router's daemon is
+// killed (SIGKILL: no goodbye, its connections just stop answering); a's
+// traffic still moves to the other router within 5 s, and the killed one,
+// restarted, does not take the route back.
+func TestRoutesHAKilled(t *testing.T) { testRoutesHA(t, haKill, false) }
+
+// TestRoutesHARelayed: as TestRoutesHAKilled with every connection on the
+// relay (NB_FORCE_RELAY).
+func TestRoutesHARelayed(t *testing.T) { testRoutesHA(t, haKill, true) }
+
+// TestRoutesHACutRelayed: every connection on the relay, and the chosen
+// router's network is cut (all its packets dropped, so nobody is told):
+// the relay server still holds its connection, a's relayed path to it
+// still looks connected, yet a's traffic moves within 5 s; when the
+// network returns, no switch back.
+func TestRoutesHACutRelayed(t *testing.T) { testRoutesHA(t, haCut, true) }
+
+// How TestRoutesHA's chosen router goes away.
+const (
+	haDown = iota // netbird down
+	haKill        // SIGKILL
+	haCut         // all its packets dropped
+)
+
+func testRoutesHA(t *testing.T, how int, relayed bool) {
 	m := NewMesh(t)
+	if relayed {
+		m.AgentEnv = append(m.AgentEnv, "NB_FORCE_RELAY=true")
+	}
 	admin := m.adminOf(t)
 	a := m.Agent("a", netlab.Home)
 	r1, r2 := m.Agent("r1", netlab.Home), m.Agent("r2", netlab.Home)
@@ -340,8 +369,15 @@ func TestRoutesHA(t *testing.T) {
 	t.Logf("a routes through %s", chosen.Name)
 	// A client that keeps sending through the route, reconnecting when
 	// its connection breaks: it must be back within 5 s of the stop.
-	if out, err := m.CLI(chosen, "down"); err != nil {
-		t.Fatalf("%s down: %v\n%s", chosen.Name, err, out)
+	switch how {
+	case haKill:
+		chosen.Daemon.Kill()
+	case haCut:
+		cutNet(t, m, chosen, "-I")
+	default:
+		if out, err := m.CLI(chosen, "down"); err != nil {
+			t.Fatalf("%s down: %v\n%s", chosen.Name, err, out)
+		}
 	}
 	stopped := time.Now()
 	if _, ok := m.WaitPing(a, host, 5*time.Second); !ok {
@@ -366,7 +402,15 @@ func TestRoutesHA(t *testing.T) {
 		t.Fatal("iperf3 not installed (scripts/deps.sh installs it)")
 	}
 	// The first router comes back: no switch back while the second works.
-	m.Up(chosen)
+	switch how {
+	case haKill:
+		chosen = m.RestartDaemon(chosen)
+		waitStatus(t, m, chosen, "Connected", 20*time.Second)
+	case haCut:
+		cutNet(t, m, chosen, "-D")
+	default:
+		m.Up(chosen)
+	}
 	time.Sleep(5 * time.Second)
 	for i := 0; i < 5; i++ {
 		if got := via(); got != gws[map[*Agent]int{r1: 1, r2: 0}[chosen]].String() {
@@ -516,5 +560,20 @@ func TestOfficialRoutingPeer(t *testing.T) {
 			t.Fatalf("our agent cannot reach the LAN through the official routing peer:\n%s\n--- official:\n%s", m.debugRoutes(a), st)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// cutNet drops (op "-I") or lets through again (op "-D") every packet of
+// a's namespace, so that nobody is told it is gone.
+func cutNet(t *testing.T, m *Mesh, a *Agent, op string) {
+	t.Helper()
+	for _, chain := range []string{"INPUT", "OUTPUT", "FORWARD"} {
+		args := []string{"iptables", op, chain}
+		if op == "-I" {
+			args = append(args, "1")
+		}
+		if out, err := m.Lab.Exec(a.NS, append(args, "-j", "DROP")...); err != nil {
+			t.Fatalf("iptables %s %s in %s: %v\n%s", op, chain, a.Name, err, out)
+		}
 	}
 }

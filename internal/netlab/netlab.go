@@ -102,6 +102,12 @@ func (l *Lab) addNS(name string) string {
 	if err := os.WriteFile(filepath.Join(dir, "resolv.conf"), []byte(ResolvConf), 0o644); err != nil {
 		l.t.Fatal(err)
 	}
+	// Its own hosts file too: an agent whose last resort is the hosts
+	// file edits the namespace's copy, never the host's.
+	hosts, _ := os.ReadFile("/etc/hosts")
+	if err := os.WriteFile(filepath.Join(dir, "hosts"), hosts, 0o644); err != nil {
+		l.t.Fatal(err)
+	}
 	l.must("ip", "-n", ns, "link", "set", "lo", "up")
 	return ns
 }

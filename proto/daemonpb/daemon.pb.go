@@ -1369,8 +1369,12 @@ type LocalPeerState struct {
 	// exitNode is the ID of the exit node this peer sends its internet
 	// traffic through ("" when none), and exitNodePeer the FQDN (or key)
 	// of the routing peer chosen for it.
-	ExitNode      string `protobuf:"bytes,1000,opt,name=exitNode,proto3" json:"exitNode,omitempty"`
-	ExitNodePeer  string `protobuf:"bytes,1001,opt,name=exitNodePeer,proto3" json:"exitNodePeer,omitempty"`
+	ExitNode     string `protobuf:"bytes,1000,opt,name=exitNode,proto3" json:"exitNode,omitempty"`
+	ExitNodePeer string `protobuf:"bytes,1001,opt,name=exitNodePeer,proto3" json:"exitNodePeer,omitempty"`
+	// dnsMode is how the host's resolver is pointed at the agent
+	// ("systemd-resolved", "NetworkManager", "resolv.conf", "hosts file",
+	// "disabled"...), for `netbird status -d`.
+	DnsMode       string `protobuf:"bytes,1002,opt,name=dnsMode,proto3" json:"dnsMode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1478,6 +1482,13 @@ func (x *LocalPeerState) GetExitNode() string {
 func (x *LocalPeerState) GetExitNodePeer() string {
 	if x != nil {
 		return x.ExitNodePeer
+	}
+	return ""
+}
+
+func (x *LocalPeerState) GetDnsMode() string {
+	if x != nil {
+		return x.DnsMode
 	}
 	return ""
 }
@@ -2381,7 +2392,7 @@ const file_daemon_proto_rawDesc = "" +
 	"RelayState\x12\x10\n" +
 	"\x03URI\x18\x01 \x01(\tR\x03URI\x12\x1c\n" +
 	"\tavailable\x18\x02 \x01(\bR\tavailable\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\xde\x02\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xf9\x02\n" +
 	"\x0eLocalPeerState\x12\x0e\n" +
 	"\x02IP\x18\x01 \x01(\tR\x02IP\x12\x16\n" +
 	"\x06pubKey\x18\x02 \x01(\tR\x06pubKey\x12(\n" +
@@ -2393,7 +2404,8 @@ const file_daemon_proto_rawDesc = "" +
 	"\x04ipv6\x18\b \x01(\tR\x04ipv6\x12\x16\n" +
 	"\x06wgPort\x18\t \x01(\x03R\x06wgPort\x12\x1b\n" +
 	"\bexitNode\x18\xe8\a \x01(\tR\bexitNode\x12#\n" +
-	"\fexitNodePeer\x18\xe9\a \x01(\tR\fexitNodePeer\"\xde\x05\n" +
+	"\fexitNodePeer\x18\xe9\a \x01(\tR\fexitNodePeer\x12\x19\n" +
+	"\adnsMode\x18\xea\a \x01(\tR\adnsMode\"\xde\x05\n" +
 	"\tPeerState\x12\x0e\n" +
 	"\x02IP\x18\x01 \x01(\tR\x02IP\x12\x16\n" +
 	"\x06pubKey\x18\x02 \x01(\tR\x06pubKey\x12\x1e\n" +

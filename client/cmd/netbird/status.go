@@ -38,6 +38,8 @@ type jsonStatus struct {
 	// carrying it, when there is one.
 	ExitNode     string `json:"exitNode,omitempty"`
 	ExitNodePeer string `json:"exitNodePeer,omitempty"`
+	// Ours: how the host's resolver is pointed at the agent.
+	DNSMode string `json:"dnsMode,omitempty"`
 }
 
 type jsonPeers struct {
@@ -102,6 +104,7 @@ func toJSON(r *daemonpb.StatusResponse) jsonStatus {
 		FQDN: fs.GetLocalPeerState().GetFqdn(), Networks: sortedCopy(fs.GetLocalPeerState().GetNetworks()), DNSServers: []string{}, ProfileName: r.GetProfileName(), ServerVersion: r.GetServerVersion(),
 		Peers:    jsonPeers{Details: []jsonPeer{}},
 		ExitNode: fs.GetLocalPeerState().GetExitNode(), ExitNodePeer: fs.GetLocalPeerState().GetExitNodePeer(),
+		DNSMode: fs.GetLocalPeerState().GetDnsMode(),
 	}
 	for _, r := range fs.GetRelays() {
 		out.Relays.Total++
@@ -237,6 +240,9 @@ func printText(w io.Writer, s jsonStatus, detail bool) {
 		s.Relays.Available, s.Relays.Total, dash(s.FQDN), dash(s.NetbirdIP),
 		map[bool]string{true: "Kernel", false: "Userspace"}[s.UsesKernelInterface], dash(strings.Join(s.Networks, ", ")), exitNodeText(s),
 		s.Peers.Connected, s.Peers.Total)
+	if detail {
+		fmt.Fprintf(w, "DNS: %s\n", dash(s.DNSMode))
+	}
 	if s.Management.PendingApproval {
 		fmt.Fprintln(w, "Peer approval: pending approval (an administrator of the account must approve this peer before it can reach other peers)")
 	}

@@ -1,0 +1,113 @@
+package hostdns
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// stateFile is the record, in the agent's state directory, of the host's
+// resolver being the agent's: written before a change, removed after the
+// restore, so whatever finds it at start knows what a crash left.
+const stateFile = "hostdns.json"
+
+type stateRecord struct {
+	Mode      Mode   `json:"mode"`
+	Interface string `json:"interface,omitempty"`
+	HostsPath string `json:"hosts_path,omitempty"`
+}
+
+func (h *Host) statePath() string {
+	if h.o.StateDir == "" {
+		return ""
+	}
+	return filepath.Join(h.o.StateDir, stateFile)
+}
+
+func (h *Host) record(r stateRecord) error {
+	p := h.statePath()
+	if p == "" {
+		return nil
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("record host DNS state: %w", err)
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("record host DNS state: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("record host DNS state: %w", err)
+	}
+	return nil
+}
+
+func (h *Host) forget() error {
+	p := h.statePath()
+	if p == "" {
+		return nil
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	return nil
+}
+
+// Recover undoes what an earlier run left applied (it crashed, or was
+// killed): the record in the state directory names the mode, and
+// resolv.conf's backup is restored whatever the record says. It reports
+// the mode it restored (ModeNone when there was nothing to do).
+func Recover(ctx context.Context, o Options) (Mode, error) {
+	if o.Bus == nil {
+		o.Bus = SystemBus
+	}
+	h := &Host{o: o}
+	var restored Mode
+	// A backup of resolv.conf means its rewrite is still in place, with or
+	// without a record (runs before this package kept one).
+	if o.ResolvConf.Path != "" {
+		ok, err := o.ResolvConf.Restore()
+		if err != nil {
+			return ModeNone, fmt.Errorf("restore %s: %w", o.ResolvConf.Path, err)
+		}
+		if ok {
+			restored = ModeResolvConf
+		}
+	}
+	p := h.statePath()
+	if p == "" {
+		return restored, nil
+	}
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return restored, nil
+	}
+	if err != nil {
+		return restored, fmt.Errorf("read %s: %w", p, err)
+	}
+	var r stateRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		// A record that cannot be read cannot be acted on: drop it rather
+		// than fail every start.
+		_ = h.forget()
+		return restored, fmt.Errorf("unreadable %s (removed): %w", p, err)
+	}
+	ro := o
+	ro.Interface, ro.HostsPath = r.Interface, r.HostsPath
+	if r.Mode == ModeResolvConf {
+		return ModeResolvConf, h.forget() // restored above
+	}
+	cf := newConfigurator(r.Mode, ro)
+	if cf == nil {
+		return restored, h.forget()
+	}
+	if err := cf.restore(ctx); err != nil {
+		return restored, fmt.Errorf("undo the %s settings of an earlier run: %w", r.Mode, err)
+	}
+	return r.Mode, h.forget()
+}
