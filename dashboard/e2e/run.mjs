@@ -573,6 +573,123 @@ try {
     await snap(page, "peer-routes");
   }
 
+  // DNS: a nameserver group, a zone with an A record and the settings,
+  // all through the UI, then read back through the REST API.
+  await open(page, "DNS");
+  await page.getByRole("tab", { name: "Nameservers" }).waitFor();
+  await snap(page, "dns-nameservers-empty");
+  await page.getByRole("button", { name: "Create nameserver group" }).click();
+  const nsd = page.getByRole("dialog", { name: "Create a nameserver group" });
+  const nsIP = nsd.getByRole("textbox", { name: /^Nameserver 1 IP address/ });
+  await nsd.getByRole("button", { name: "Create nameserver group" }).click();
+  await nsd.getByText("A nameserver group needs a name").waitFor();
+  await nsd.getByText("Give the nameserver's IP address").waitFor();
+  await nsd.getByText(/^Give the match domains/).waitFor();
+  await nsd.getByRole("textbox", { name: /^Name(?!server)/ }).fill("e2e-ns");
+  await nsIP.fill("192.0.2.300");
+  await nsd.locator('textarea[aria-labelledby="ns-domains-label"]').fill("corp.e2e.example\n*.bad.example");
+  await nsd.getByRole("button", { name: "Create nameserver group" }).click();
+  await nsd.getByText('"192.0.2.300" is not an IPv4 or IPv6 address').waitFor();
+  await nsd.getByText("a wildcard is not allowed here").waitFor();
+  ok("nameserver form validates before sending (name, IP, match domains)");
+  await nsd.locator('textarea[aria-labelledby="ns-domains-label"]').fill("corp.e2e.example");
+  await pick(nsd.getByRole("combobox", { name: /^Distribution groups/ }), new RegExp(`^${groupName}$`));
+  if (!(await nsd.isVisible())) fail("Escape in a picker closed the nameserver dialog");
+  // An address inside the peers' network passes the form but not the
+  // server: its message shows beside that nameserver's address.
+  const acct = (await rest("/api/accounts"))[0];
+  const overlay = /^(\d+\.\d+\.\d+)\.\d+\/(\d+)$/.exec(acct?.settings?.network_range ?? "");
+  if (!overlay || Number(overlay[2]) > 24) fail(`the account's network_range ${JSON.stringify(acct?.settings?.network_range)}: want an IPv4 prefix of /24 or shorter`);
+  {
+    await nsIP.fill(`${overlay[1]}.53`);
+    await nsd.getByRole("button", { name: "Create nameserver group" }).click();
+    await nsd.getByText(/nameservers\[0\]\.ip: .* inside the account's peer network/).waitFor();
+    if ((await nsIP.getAttribute("aria-invalid")) !== "true") fail("the server's refusal of the nameserver IP is not on its control");
+    ok("a nameserver inside the peers' network: the server's message is shown beside the address");
+  }
+  await nsIP.fill("192.0.2.53");
+  await nsd.getByRole("button", { name: "Add nameserver" }).click();
+  await nsd.getByRole("textbox", { name: /^Nameserver 2 IP address/ }).fill("2001:db8::53");
+  await nsd.getByRole("switch", { name: /^Add as search domains/ }).check({ force: true });
+  await snap(page, "nameserver-create");
+  await nsd.getByRole("button", { name: "Create nameserver group" }).click();
+  await nsd.waitFor({ state: "hidden" });
+  await page.locator('tr[data-nsgroup-name="e2e-ns"]').getByText("192.0.2.53:53, [2001:db8::53]:53").waitFor();
+  const nsgs = await rest("/api/dns/nameservers");
+  const nsg = nsgs.find((x) => x.name === "e2e-ns");
+  if (
+    !nsg ||
+    nsg.primary ||
+    JSON.stringify(nsg.domains) !== '["corp.e2e.example"]' ||
+    !nsg.search_domains_enabled ||
+    !nsg.enabled ||
+    nsg.groups.length !== 1 ||
+    JSON.stringify(nsg.nameservers) !== '[{"ip":"192.0.2.53","ns_type":"udp","port":53},{"ip":"2001:db8::53","ns_type":"udp","port":53}]'
+  )
+    fail(`nameserver groups via the API: ${JSON.stringify(nsgs)}`);
+  ok("nameserver group e2e-ns created through the UI; the API lists it with the fields given");
+  await snap(page, "dns-nameservers");
+
+  await page.getByRole("tab", { name: "Zones" }).click();
+  await page.getByRole("button", { name: "Create zone" }).click();
+  const zd = page.getByRole("dialog", { name: "Create a zone" });
+  await zd.getByRole("button", { name: "Create zone" }).click();
+  await zd.getByText("A zone needs a name").waitFor();
+  await zd.getByText(/^Give the zone's domain/).waitFor();
+  await zd.getByText(/^Pick the distribution groups/).waitFor();
+  await zd.getByRole("textbox", { name: /^Name/ }).fill("e2e lab");
+  await zd.getByRole("textbox", { name: /^Domain/ }).fill("lab.e2e.example");
+  await pick(zd.getByRole("combobox", { name: /^Distribution groups/ }), new RegExp(`^${groupName}$`));
+  await snap(page, "zone-create");
+  await zd.getByRole("button", { name: "Create zone" }).click();
+  await zd.waitFor({ state: "hidden" });
+  await page.locator('tr[data-zone-domain="lab.e2e.example"]').getByRole("link", { name: "lab.e2e.example" }).click();
+  await page.getByRole("heading", { name: "lab.e2e.example", level: 2 }).waitFor();
+  await page.getByRole("button", { name: "Add record" }).click();
+  const recd = page.getByRole("dialog", { name: "Add a record" });
+  await recd.getByRole("textbox", { name: /^Name/ }).fill("www.other.example.");
+  await recd.getByRole("textbox", { name: /^IPv4 address/ }).fill("2001:db8::10");
+  await recd.getByRole("button", { name: "Add record" }).click();
+  await recd.getByText("www.other.example is not in the zone lab.e2e.example").waitFor();
+  await recd.getByText("is IPv6 (use AAAA)").waitFor();
+  ok("record form validates before sending (name under the zone, A needs IPv4)");
+  await recd.getByRole("textbox", { name: /^Name/ }).fill("www");
+  await recd.getByText("Full name: www.lab.e2e.example").waitFor();
+  await recd.getByRole("textbox", { name: /^IPv4 address/ }).fill("192.0.2.10");
+  await snap(page, "record-create");
+  await recd.getByRole("button", { name: "Add record" }).click();
+  await recd.waitFor({ state: "hidden" });
+  await page.locator('tr[data-record-name="www.lab.e2e.example"][data-record-type="A"]').getByText("192.0.2.10").waitFor();
+  await snap(page, "zone");
+  const zones = await rest("/api/dns/zones");
+  const zone = zones.find((x) => x.domain === "lab.e2e.example");
+  const recs = zone ? await rest(`/api/dns/zones/${zone.id}/records`) : [];
+  if (!zone || zone.name !== "e2e lab" || !zone.enabled || zone.distribution_groups.length !== 1 || recs.length !== 1) fail(`zones via the API: ${JSON.stringify(zones)}`);
+  if (recs[0].name !== "www.lab.e2e.example" || recs[0].type !== "A" || recs[0].content !== "192.0.2.10" || recs[0].ttl !== 300) fail(`records via the API: ${JSON.stringify(recs)}`);
+  ok("zone lab.e2e.example and its A record created through the UI; the API lists them");
+  await page.getByRole("link", { name: "← Zones" }).click();
+  await page.locator('tr[data-zone-domain="lab.e2e.example"]').waitFor();
+  await snap(page, "dns-zones");
+
+  await page.getByRole("tab", { name: "Settings" }).click();
+  const dmg = page.getByRole("combobox", { name: /^Groups without DNS management/ });
+  await dmg.waitFor();
+  await snap(page, "dns-settings");
+  await pick(dmg, new RegExp(`^${groupName}$`));
+  await page.getByRole("button", { name: "Save DNS settings" }).click();
+  await page.getByRole("status").getByText("Saved").waitFor();
+  const dset = await rest("/api/dns/settings");
+  if (dset.disabled_management_groups.length !== 1) fail(`DNS settings via the API: ${JSON.stringify(dset)}`);
+  // Back to managed (Backspace removes the last pick), so the agents keep the mesh's DNS.
+  await dmg.click();
+  await page.keyboard.press("Backspace");
+  await page.keyboard.press("Escape");
+  await page.getByRole("button", { name: "Save DNS settings" }).click();
+  await page.getByRole("status").getByText("Saved").waitFor();
+  const dset2 = await rest("/api/dns/settings");
+  if (dset2.disabled_management_groups.length !== 0) fail(`DNS settings via the API after clearing: ${JSON.stringify(dset2)}`);
+  ok("DNS settings saved through the UI (a disabled management group, then none); the API has each");
+
   // Revoke, then delete, the key: both confirmed.
   await open(page, "Setup keys");
   const keyRow = page.locator(`tr[data-key-name="${keyName}"]`);

@@ -21,6 +21,8 @@ const InvitePage = lazy(() => import("./pages/InvitePage"));
 const NetworksPage = lazy(() => import("./pages/NetworksPage"));
 const NetworkDetailPage = lazy(() => import("./pages/NetworkDetailPage"));
 const RoutesPage = lazy(() => import("./pages/RoutesPage"));
+const DnsPage = lazy(() => import("./pages/DnsPage"));
+const ZoneDetailPage = lazy(() => import("./pages/ZoneDetailPage"));
 
 export function AppRoutes({ initialSetupRequired, loginError }: { initialSetupRequired: boolean; loginError: string }) {
   const { auth } = useApp();
@@ -64,6 +66,8 @@ export function AppRoutes({ initialSetupRequired, loginError }: { initialSetupRe
         <Route path="/networks" element={<Lazy><NetworksPage /></Lazy>} />
         <Route path="/networks/:id" element={<Lazy><NetworkDetailPage /></Lazy>} />
         <Route path="/routes" element={<Lazy><RoutesPage /></Lazy>} />
+        <Route path="/dns" element={<Lazy><DnsPage /></Lazy>} />
+        <Route path="/dns/zones/:id" element={<Lazy><ZoneDetailPage /></Lazy>} />
         <Route path="/events" element={<Lazy><EventsPage /></Lazy>} />
         <Route path="/settings" element={<Lazy><SettingsPage /></Lazy>} />
         <Route path="/setup" element={<Navigate to="/peers" replace />} />

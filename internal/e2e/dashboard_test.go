@@ -66,8 +66,10 @@ var e2eLine = regexp.MustCompile(`(?m)^e2e: (\d+) passed, (\d+) failed$`)
 // each other), creates a group and a policy (the ping works again) and
 // disables it (it stops), creates a route through agent 1 and a network
 // with a resource and agent 1 as its router (the forms validate first; the
-// REST API then lists them; agent 1's page lists what it serves), revokes
-// and deletes the key, invites a user who
+// REST API then lists them; agent 1's page lists what it serves), creates
+// a nameserver group (a nameserver inside the peers' network is refused
+// beside its address), a zone with an A record and saves the DNS settings
+// (the REST API then lists each), revokes and deletes the key, invites a user who
 // sets a password on the invite page and logs in, and logs out. axe-core
 // checks every page in light and dark: no serious or critical violation.
 // Screenshots of each page, light and dark, go to dashboard/e2e-screenshots.

@@ -899,6 +899,135 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/dns/nameservers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Lists nameserver groups */
+        get: operations["getDnsNameservers"];
+        put?: never;
+        /** Creates a nameserver group */
+        post: operations["postDnsNameservers"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/dns/nameservers/{nsgroupId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Gets a nameserver group */
+        get: operations["getDnsNameserversNsgroupId"];
+        /** Replaces a nameserver group */
+        put: operations["putDnsNameserversNsgroupId"];
+        post?: never;
+        /** Deletes a nameserver group */
+        delete: operations["deleteDnsNameserversNsgroupId"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/dns/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Reads the account's DNS settings (a single object) */
+        get: operations["getDnsSettings"];
+        /** Replaces the account's DNS settings */
+        put: operations["putDnsSettings"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/dns/zones": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Lists custom zones, each with its records */
+        get: operations["getDnsZones"];
+        put?: never;
+        /** Creates a custom zone */
+        post: operations["postDnsZones"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/dns/zones/{zoneId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Gets a custom zone */
+        get: operations["getDnsZonesZoneId"];
+        /** Replaces a custom zone (its records stay) */
+        put: operations["putDnsZonesZoneId"];
+        post?: never;
+        /** Deletes a custom zone and its records */
+        delete: operations["deleteDnsZonesZoneId"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/dns/zones/{zoneId}/records": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Lists a zone's records */
+        get: operations["getDnsZonesZoneIdRecords"];
+        put?: never;
+        /** Creates a record */
+        post: operations["postDnsZonesZoneIdRecords"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/dns/zones/{zoneId}/records/{recordId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Gets a record */
+        get: operations["getDnsZonesZoneIdRecordsRecordId"];
+        /** Replaces a record */
+        put: operations["putDnsZonesZoneIdRecordsRecordId"];
+        post?: never;
+        /** Deletes a record */
+        delete: operations["deleteDnsZonesZoneIdRecordsRecordId"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1603,6 +1732,92 @@ export interface components {
             metric: number;
             masquerade: boolean;
             enabled: boolean;
+        };
+        Nameserver: {
+            /** @description IPv4 or IPv6 address, outside the account's peer network; not unspecified or multicast. */
+            ip: string;
+            /** @enum {string} */
+            ns_type: "udp";
+            /** @description Usually 53. */
+            port: number;
+        };
+        NameserverGroupRequest: {
+            /** @description Unique in the account. */
+            name: string;
+            description: string;
+            nameservers: components["schemas"]["Nameserver"][];
+            enabled: boolean;
+            /** @description Distribution group IDs: their peers use these nameservers. Not empty. */
+            groups: string[];
+            /** @description Resolves every domain; only with no domains. */
+            primary: boolean;
+            /** @description Match domains (split DNS), returned in punycode; required unless primary. */
+            domains: string[];
+            /** @description Adds the domains as search domains; only with domains. */
+            search_domains_enabled: boolean;
+        };
+        NameserverGroup: {
+            id: string;
+            /** @description Unique in the account. */
+            name: string;
+            description: string;
+            nameservers: components["schemas"]["Nameserver"][];
+            enabled: boolean;
+            /** @description Distribution group IDs: their peers use these nameservers. Not empty. */
+            groups: string[];
+            /** @description Resolves every domain; only with no domains. */
+            primary: boolean;
+            /** @description Match domains (split DNS), returned in punycode; required unless primary. */
+            domains: string[];
+            /** @description Adds the domains as search domains; only with domains. */
+            search_domains_enabled: boolean;
+        };
+        DNSSettings: {
+            /** @description IDs of the groups whose peers get no DNS configuration. */
+            disabled_management_groups: string[];
+        };
+        DNSRecordRequest: {
+            /** @description The record's FQDN: the zone's domain or a name below it (a leading *. makes a wildcard). */
+            name: string;
+            /** @enum {string} */
+            type: "A" | "AAAA" | "CNAME";
+            /** @description IPv4 for A, IPv6 for AAAA, a domain for CNAME (no loops, and a CNAME name holds no other record). */
+            content: string;
+            /** @description Seconds. */
+            ttl: number;
+        };
+        DNSRecord: {
+            id: string;
+            /** @description The record's FQDN: the zone's domain or a name below it (a leading *. makes a wildcard). */
+            name: string;
+            /** @enum {string} */
+            type: "A" | "AAAA" | "CNAME";
+            /** @description IPv4 for A, IPv6 for AAAA, a domain for CNAME (no loops, and a CNAME name holds no other record). */
+            content: string;
+            /** @description Seconds. */
+            ttl: number;
+        };
+        ZoneRequest: {
+            name: string;
+            /** @description The zone's FQDN, unique in the account and outside the peers' DNS domain; cannot be changed once created. */
+            domain: string;
+            enable_search_domain: boolean;
+            /** @description Group IDs of the peers that resolve this zone. Not empty. */
+            distribution_groups: string[];
+            /** @description Default true. */
+            enabled?: boolean;
+        };
+        Zone: {
+            id: string;
+            name: string;
+            /** @description The zone's FQDN, unique in the account and outside the peers' DNS domain; cannot be changed once created. */
+            domain: string;
+            enable_search_domain: boolean;
+            /** @description Group IDs of the peers that resolve this zone. Not empty. */
+            distribution_groups: string[];
+            /** @description Default true. */
+            enabled: boolean;
+            records: components["schemas"]["DNSRecord"][];
         };
     };
     responses: {
@@ -3693,6 +3908,416 @@ export interface operations {
             path: {
                 networkId: string;
                 routerId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Empty"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getDnsNameservers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NameserverGroup"][];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    postDnsNameservers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NameserverGroupRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NameserverGroup"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getDnsNameserversNsgroupId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                nsgroupId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NameserverGroup"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    putDnsNameserversNsgroupId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                nsgroupId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NameserverGroupRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NameserverGroup"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteDnsNameserversNsgroupId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                nsgroupId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Empty"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getDnsSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DNSSettings"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    putDnsSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DNSSettings"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DNSSettings"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getDnsZones: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Zone"][];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    postDnsZones: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ZoneRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Zone"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getDnsZonesZoneId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                zoneId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Zone"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    putDnsZonesZoneId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                zoneId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ZoneRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Zone"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteDnsZonesZoneId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                zoneId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Empty"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getDnsZonesZoneIdRecords: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                zoneId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DNSRecord"][];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    postDnsZonesZoneIdRecords: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                zoneId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DNSRecordRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DNSRecord"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getDnsZonesZoneIdRecordsRecordId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                zoneId: string;
+                recordId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DNSRecord"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    putDnsZonesZoneIdRecordsRecordId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                zoneId: string;
+                recordId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DNSRecordRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DNSRecord"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteDnsZonesZoneIdRecordsRecordId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                zoneId: string;
+                recordId: string;
             };
             cookie?: never;
         };

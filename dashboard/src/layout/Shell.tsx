@@ -38,7 +38,7 @@ export const nav: NavItem[] = [
   { label: "Service users & tokens", path: "/service-users" },
   { label: "Networks", path: "/networks" },
   { label: "Routes", path: "/routes" },
-  { label: "DNS" },
+  { label: "DNS", path: "/dns" },
   { label: "Activity", path: "/events" },
   { label: "Settings", path: "/settings" },
 ];
