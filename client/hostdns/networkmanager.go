@@ -54,9 +54,10 @@ func nmDNS(s nmSettings, c Config) {
 	}
 	if a.Is4() {
 		b := a.As4()
-		// NetworkManager's ipv4.dns is a list of addresses in network
-		// byte order read as little-endian uint32s.
-		s[key]["dns"] = dbus.MakeVariant([]uint32{binary.LittleEndian.Uint32(b[:])})
+		// NetworkManager's ipv4.dns is a list of in_addr_t: the address
+		// bytes in memory order, so the uint32 is read in the host's own
+		// byte order (D-Bus then carries the value, not the bytes).
+		s[key]["dns"] = dbus.MakeVariant([]uint32{binary.NativeEndian.Uint32(b[:])})
 	} else {
 		b := a.As16()
 		s[key]["dns"] = dbus.MakeVariant([][]byte{b[:]})

@@ -247,6 +247,16 @@ func (a *API) updateAccount(w http.ResponseWriter, r *http.Request, caller accou
 			return err
 		}
 	}
+	if u.Domain != "" {
+		// Checked again in the update's transaction; here so that a
+		// clash stores nothing, the claimed domain included.
+		err := a.o.Store.Read(r.Context(), func(tx *store.Tx) error {
+			return peers.CheckDomainZones(r.Context(), tx.In(caller.AccountID), u.Domain)
+		})
+		if err != nil {
+			return err
+		}
+	}
 	if req.ClaimedDomain != nil {
 		if err := a.o.Users.ClaimDomain(r.Context(), caller, *req.ClaimedDomain); err != nil {
 			return err

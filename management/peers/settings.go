@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/ipam"
@@ -74,6 +75,9 @@ func (s *Service) UpdateAccount(ctx context.Context, acc account.ID, u AccountUp
 			}
 		}
 		if u.Domain != "" && u.Domain != old.Domain {
+			if err := CheckDomainZones(ctx, at, u.Domain); err != nil {
+				return err
+			}
 			if err := at.SetDomain(ctx, u.Domain); err != nil {
 				return err
 			}
@@ -100,6 +104,25 @@ func (s *Service) UpdateAccount(ctx context.Context, acc account.ID, u AccountUp
 	}
 	s.notify.AccountChanged(acc)
 	return a, nil
+}
+
+// CheckDomainZones refuses d as the peers' DNS domain when a custom zone's
+// domain is d or a name below it: the agents answer the peers' domain
+// from the network map's peer names, so such a zone would shadow them or
+// be shadowed (zone creation refuses the same clash the other way round).
+func CheckDomainZones(ctx context.Context, at *store.AccountTx, d string) error {
+	zs, err := at.Zones(ctx)
+	if err != nil {
+		return err
+	}
+	d = strings.ToLower(strings.TrimSuffix(d, "."))
+	for _, z := range zs {
+		zd := strings.ToLower(z.Domain)
+		if zd == d || strings.HasSuffix(zd, "."+d) {
+			return fmt.Errorf("%w: dns_domain %s conflicts with the custom DNS zone %s (%s); delete the zone or choose another domain", ErrInvalid, d, z.Domain, z.Name)
+		}
+	}
+	return nil
 }
 
 // readdress moves the account's peers from network from to network to.
