@@ -75,21 +75,15 @@ func newHostDNS(ctx context.Context, o Options, iface string) *hostDNS {
 }
 
 // hostConfig converts the resolver's HostConfig (and, for the hosts-file
-// mode, the zones' address records) into what the host is told.
-func hostConfig(hc resolver.HostConfig, zones []*mgmtpb.CustomZone) hostdns.Config {
+// mode, the zones' address records as the resolver checked them) into
+// what the host is told.
+func hostConfig(hc resolver.HostConfig, addrs []resolver.HostAddress) hostdns.Config {
 	c := hostdns.Config{Server: hc.Server, RouteAll: hc.Primary}
 	for _, d := range hc.Domains {
 		c.Domains = append(c.Domains, hostdns.Domain{Name: d.Name, MatchOnly: !d.Search})
 	}
-	for _, z := range zones {
-		for _, r := range z.GetRecords() {
-			if r.GetType() != 1 && r.GetType() != 28 { // A, AAAA
-				continue
-			}
-			if a, err := netip.ParseAddr(r.GetRData()); err == nil {
-				c.Hosts = append(c.Hosts, hostdns.HostEntry{Name: r.GetName(), Addr: a})
-			}
-		}
+	for _, a := range addrs {
+		c.Hosts = append(c.Hosts, hostdns.HostEntry{Name: a.Name, Addr: a.Addr})
 	}
 	return c
 }
@@ -97,11 +91,11 @@ func hostConfig(hc resolver.HostConfig, zones []*mgmtpb.CustomZone) hostdns.Conf
 // point makes the host ask the agent's resolver for hc's domains and
 // returns the host's own servers to forward the rest to (nil: keep the
 // ones the resolver has).
-func (h *hostDNS) point(hc resolver.HostConfig, zones []*mgmtpb.CustomZone) ([]netip.AddrPort, error) {
+func (h *hostDNS) point(hc resolver.HostConfig, addrs []resolver.HostAddress) ([]netip.AddrPort, error) {
 	if h == nil || !hc.Server.IsValid() {
 		return nil, nil
 	}
-	c := hostConfig(hc, zones)
+	c := hostConfig(hc, addrs)
 	if h.applied && h.h.Applied() && configEqual(h.last, c) {
 		return nil, nil
 	}
@@ -157,7 +151,11 @@ func (d *dnsService) pointHost(cfg *mgmtpb.DNSConfig) {
 	if d.hdns == nil {
 		return
 	}
-	ups, err := d.hdns.point(d.res.Config(), cfg.GetCustomZones())
+	// The hosts file gets only what the resolver itself would serve: the
+	// raw map's names may hold newlines, lie outside their zone or be
+	// wildcards (FromProto's problems were logged by apply already).
+	rc, _ := resolver.FromProto(cfg)
+	ups, err := d.hdns.point(d.res.Config(), resolver.HostAddresses(rc.Zones))
 	if err != nil {
 		d.log.Error("cannot point the host's resolver at the agent; peer names resolve only at "+d.ip.String(), "err", err)
 		return

@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/wiremesh/wiremesh/client/resolvconf"
 )
@@ -91,6 +92,53 @@ func (c Config) searchDomains() []string {
 
 func trimDot(s string) string { return strings.TrimSuffix(s, ".") }
 
+// safeName reports whether name (final dot optional) is labels of 1..63
+// letters, digits, '_' or '-', at most 253 bytes: the only names written
+// into the host's files and D-Bus calls. The engine's names were checked
+// by the resolver already; this is the last guard before the host, since
+// a space or newline would be a word or line of its own in resolv.conf or
+// the hosts file.
+func safeName(name string) bool {
+	name = trimDot(name)
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if len(label) == 0 || len(label) > 63 {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// checked is c without the domains and host entries safeName refuses.
+func (c Config) checked() (Config, []string) {
+	var dropped []string
+	out := c
+	out.Domains, out.Hosts = nil, nil
+	for _, d := range c.Domains {
+		if safeName(d.Name) {
+			out.Domains = append(out.Domains, d)
+		} else {
+			dropped = append(dropped, d.Name)
+		}
+	}
+	for _, e := range c.Hosts {
+		if safeName(e.Name) && e.Addr.IsValid() {
+			out.Hosts = append(out.Hosts, e)
+		} else {
+			dropped = append(dropped, e.Name)
+		}
+	}
+	return out, dropped
+}
+
 // ErrUnavailable is returned by a configurator whose DNS manager is not
 // running or refuses the change; the Host then tries the next mode.
 var ErrUnavailable = errors.New("DNS manager unavailable")
@@ -126,7 +174,14 @@ type Options struct {
 	// detecting them (tests; NB_DNS_MODE).
 	Modes []Mode
 	Log   *slog.Logger
+	// Now is the clock (tests inject one); nil is time.Now.
+	Now func() time.Time
 }
+
+// retryBetter is how long a fallback mode (the hosts file after
+// systemd-resolved failed, say) stays before an Apply tries the better
+// ones again: a DNS manager that was restarting is used once it is back.
+const retryBetter = time.Minute
 
 // Host is the agent's hold on the host's resolver. Its methods may be
 // called from any goroutine.
@@ -138,6 +193,12 @@ type Host struct {
 	cur    configurator // the one applied, nil when the host is its own
 	last   Config
 	reason string // why the detected mode was chosen
+	// dirty are modes whose undo failed: their changes may still be in
+	// place, so every state record names them until an undo works, and a
+	// crash leaves Recover to try again.
+	dirty []Mode
+	// triedAt is when the modes were last tried from the best one.
+	triedAt time.Time
 }
 
 // New detects the host's DNS manager (without changing anything).
@@ -147,6 +208,9 @@ func New(ctx context.Context, o Options) *Host {
 	}
 	if o.Bus == nil {
 		o.Bus = SystemBus
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	h := &Host{o: o}
 	if len(o.Modes) > 0 {
@@ -188,6 +252,16 @@ func (h *Host) Apply(ctx context.Context, c Config) error {
 	if !c.Server.IsValid() {
 		return h.restoreLocked(ctx)
 	}
+	c, dropped := c.checked()
+	if len(dropped) > 0 {
+		h.o.Log.Warn("host DNS: names left out (not plain domain names)", "names", dropped)
+	}
+	if h.cur != nil && h.fallback() && h.o.Now().Sub(h.triedAt) >= retryBetter {
+		// Give the better modes another chance from scratch.
+		if err := h.restoreLocked(ctx); err != nil {
+			return err
+		}
+	}
 	if h.cur != nil {
 		if h.last.equal(c) {
 			return nil
@@ -203,13 +277,14 @@ func (h *Host) Apply(ctx context.Context, c Config) error {
 		}
 	}
 	var errs []error
+	h.triedAt = h.o.Now()
 	for _, m := range h.modes {
 		cf := h.configurator(m)
 		if cf == nil {
 			continue
 		}
 		// The record comes first: a crash after the change must find it.
-		if err := h.record(stateRecord{Mode: m, Interface: h.o.Interface, HostsPath: h.o.HostsPath}); err != nil {
+		if err := h.saveState(m); err != nil {
 			return err
 		}
 		err := cf.apply(ctx, c)
@@ -221,9 +296,15 @@ func (h *Host) Apply(ctx context.Context, c Config) error {
 		errs = append(errs, fmt.Errorf("%s: %w", m, err))
 		h.o.Log.Warn("host DNS integration failed; trying the next", "mode", m, "err", err)
 		if rerr := cf.restore(ctx); rerr != nil {
+			// Its changes may still be there: the record keeps naming it
+			// (the next mode's record must not overwrite that).
 			h.o.Log.Warn("undo a failed host DNS integration", "mode", m, "err", rerr)
-		} else {
-			_ = h.forget()
+			if !slices.Contains(h.dirty, m) {
+				h.dirty = append(h.dirty, m)
+			}
+		}
+		if err := h.saveState(ModeNone); err != nil {
+			return err
 		}
 	}
 	if len(errs) == 0 {
@@ -252,15 +333,53 @@ func (h *Host) Restore(ctx context.Context) error {
 }
 
 func (h *Host) restoreLocked(ctx context.Context) error {
-	if h.cur == nil {
-		return nil
+	var errs []error
+	// Modes whose undo failed earlier get another try on every restore.
+	h.dirty = slices.DeleteFunc(h.dirty, func(m Mode) bool {
+		cf := h.configurator(m)
+		if cf == nil {
+			return true
+		}
+		if err := cf.restore(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("restore the host's resolver (%s, left from a failed attempt): %w", m, err))
+			return false
+		}
+		return true
+	})
+	if h.cur != nil {
+		if err := h.cur.restore(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("restore the host's resolver (%s): %w", h.cur.mode(), err))
+		} else {
+			h.o.Log.Info("host resolver restored", "mode", h.cur.mode())
+			h.cur, h.last = nil, Config{}
+		}
 	}
-	if err := h.cur.restore(ctx); err != nil {
-		return fmt.Errorf("restore the host's resolver (%s): %w", h.cur.mode(), err)
+	cur := ModeNone
+	if h.cur != nil {
+		cur = h.cur.mode()
 	}
-	h.o.Log.Info("host resolver restored", "mode", h.cur.mode())
-	h.cur, h.last = nil, Config{}
-	return h.forget()
+	if err := h.saveState(cur); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// fallback reports whether the mode in use is not the best candidate.
+func (h *Host) fallback() bool {
+	return h.cur != nil && len(h.modes) > 0 && h.cur.mode() != h.modes[0]
+}
+
+// saveState records cur (ModeNone: none) and the dirty modes, or removes
+// the record when there are none.
+func (h *Host) saveState(cur Mode) error {
+	modes := slices.Clone(h.dirty)
+	if cur != ModeNone && !slices.Contains(modes, cur) {
+		modes = append([]Mode{cur}, modes...)
+	}
+	if len(modes) == 0 {
+		return h.forget()
+	}
+	return h.record(stateRecord{Mode: modes[0], Also: modes[1:], Interface: h.o.Interface, HostsPath: h.o.HostsPath})
 }
 
 func (h *Host) configurator(m Mode) configurator {

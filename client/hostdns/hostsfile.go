@@ -39,7 +39,9 @@ func hostsBlock(c Config) string {
 	b.WriteString(hostsBegin + "\n")
 	for _, e := range c.Hosts {
 		name := trimDot(e.Name)
-		if !e.Addr.IsValid() || name == "" {
+		if !e.Addr.IsValid() || !safeName(name) {
+			// A newline here could end the block early and leave lines
+			// of the map's choosing in the file after the restore.
 			continue
 		}
 		line := e.Addr.String() + " " + name

@@ -16,7 +16,10 @@ import (
 const stateFile = "hostdns.json"
 
 type stateRecord struct {
-	Mode      Mode   `json:"mode"`
+	Mode Mode `json:"mode"`
+	// Also are further modes whose changes may be in place (an undo that
+	// failed before the agent moved on to the next mode).
+	Also      []Mode `json:"also,omitempty"`
 	Interface string `json:"interface,omitempty"`
 	HostsPath string `json:"hosts_path,omitempty"`
 }
@@ -99,15 +102,33 @@ func Recover(ctx context.Context, o Options) (Mode, error) {
 	}
 	ro := o
 	ro.Interface, ro.HostsPath = r.Interface, r.HostsPath
-	if r.Mode == ModeResolvConf {
-		return ModeResolvConf, h.forget() // restored above
+	var errs []error
+	var left []Mode
+	for _, m := range append([]Mode{r.Mode}, r.Also...) {
+		if m == ModeResolvConf {
+			restored = ModeResolvConf // restored above
+			continue
+		}
+		cf := newConfigurator(m, ro)
+		if cf == nil {
+			continue
+		}
+		if err := cf.restore(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("undo the %s settings of an earlier run: %w", m, err))
+			left = append(left, m)
+			continue
+		}
+		if restored == ModeNone || m == r.Mode {
+			restored = m
+		}
 	}
-	cf := newConfigurator(r.Mode, ro)
-	if cf == nil {
-		return restored, h.forget()
+	if len(left) > 0 {
+		// Keep what could not be undone for the next start.
+		r.Mode, r.Also = left[0], left[1:]
+		if err := h.record(r); err != nil {
+			errs = append(errs, err)
+		}
+		return restored, errors.Join(errs...)
 	}
-	if err := cf.restore(ctx); err != nil {
-		return restored, fmt.Errorf("undo the %s settings of an earlier run: %w", r.Mode, err)
-	}
-	return r.Mode, h.forget()
+	return restored, h.forget()
 }

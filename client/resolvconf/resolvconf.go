@@ -28,6 +28,10 @@ const header = "# Written by the netbird agent (wiremesh)"
 // would save that version as the host's original.
 var ErrOtherAgent = errors.New("was written by a netbird agent whose saved original is not here (another agent on this host, or a state directory lost after a crash); restore it by hand, or run this agent with --disable-dns")
 
+// ErrBadDomain is returned by Apply for a search domain that contains
+// whitespace or control characters; nothing is written.
+var ErrBadDomain = errors.New("contains whitespace or control characters")
+
 // ErrNotAFile is returned when resolv.conf is a link: another program
 // (systemd-resolved, resolvconf, NetworkManager) owns it, and writing
 // through the link would change that program's file.
@@ -98,6 +102,14 @@ func (f File) Original() ([]byte, error) {
 // (whose name servers the agent forwards to). The original is saved to
 // Backup first, unless a backup is already there.
 func (f File) Apply(ns netip.Addr, search []string) (Conf, error) {
+	// A second guard behind the resolver's name checks: a search domain
+	// with a space, newline or control byte would add its own words or
+	// lines ("nameserver ...", "options ...") to the file.
+	for _, d := range search {
+		if strings.IndexFunc(d, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+			return Conf{}, fmt.Errorf("search domain %q: %w", d, ErrBadDomain)
+		}
+	}
 	orig, err := f.Original()
 	if err != nil {
 		return Conf{}, err

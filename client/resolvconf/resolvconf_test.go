@@ -132,3 +132,25 @@ func TestOtherAgent(t *testing.T) {
 		t.Fatalf("restored:\n%s", b)
 	}
 }
+
+// TestApplyRefusesUnsafeSearch (review finding 2, second guard): a search
+// domain with a newline or space is refused before anything is written.
+func TestApplyRefusesUnsafeSearch(t *testing.T) {
+	dir := t.TempDir()
+	f := File{Path: filepath.Join(dir, "resolv.conf"), Backup: filepath.Join(dir, "resolv.conf.bak")}
+	const orig = "nameserver 192.0.2.1\n"
+	if err := os.WriteFile(f.Path, []byte(orig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"a.example\nnameserver 6.6.6.6", "a.example options", "a\tb", "a\x00b"} {
+		if _, err := f.Apply(netip.MustParseAddr("100.64.0.1"), []string{"ok.example", d}); !errors.Is(err, ErrBadDomain) {
+			t.Errorf("%q: err = %v, want ErrBadDomain", d, err)
+		}
+		if b, _ := os.ReadFile(f.Path); string(b) != orig {
+			t.Fatalf("%q: file changed:\n%s", d, b)
+		}
+		if _, err := os.Stat(f.Backup); !os.IsNotExist(err) {
+			t.Fatalf("%q: backup written", d)
+		}
+	}
+}

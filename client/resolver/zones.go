@@ -3,7 +3,6 @@ package resolver
 import (
 	"fmt"
 	"net/netip"
-	"strings"
 
 	"github.com/miekg/dns"
 )
@@ -44,7 +43,7 @@ func buildZones(zs []Zone) (zoneTable, []string) {
 	var t zoneTable
 	for _, z := range zs {
 		name := dns.CanonicalName(z.Domain)
-		if _, ok := dns.IsDomainName(name); !ok || name == "." || strings.Contains(name, "*") {
+		if !CheckName(name, false) {
 			problems = append(problems, fmt.Sprintf("zone %q", z.Domain))
 			continue
 		}
@@ -75,7 +74,7 @@ func buildZones(zs []Zone) (zoneTable, []string) {
 // add validates r and adds it to z.
 func (z *zoneData) add(r Record) error {
 	owner := dns.CanonicalName(r.Name)
-	if _, ok := dns.IsDomainName(owner); !ok || !dns.IsSubDomain(z.name, owner) || strings.Contains(strings.TrimPrefix(owner, "*."), "*") {
+	if !CheckName(owner, true) || !dns.IsSubDomain(z.name, owner) {
 		return fmt.Errorf("record %q: not a name in zone %s", r.Name, z.name)
 	}
 	hdr := dns.RR_Header{Name: owner, Rrtype: r.Type, Class: dns.ClassINET, Ttl: min(r.TTL, maxTTL)}
@@ -97,7 +96,7 @@ func (z *zoneData) add(r Record) error {
 		}
 	case dns.TypeCNAME:
 		target := dns.CanonicalName(r.Data)
-		if _, ok := dns.IsDomainName(target); !ok || target == "." || target == owner {
+		if !CheckName(target, false) || target == owner {
 			return fmt.Errorf("record %q: CNAME to %q", r.Name, r.Data)
 		}
 		if owner == z.name {
