@@ -283,6 +283,15 @@ func (s *Server) Login(ctx context.Context, req *daemonpb.LoginRequest) (*daemon
 	if req.ExitNodeBlockLan != nil {
 		cfg.ExitNodeBlockLAN = req.GetExitNodeBlockLan()
 	}
+	if req.DisableClientRoutes != nil {
+		cfg.DisableClientRoutes = req.GetDisableClientRoutes()
+	}
+	if req.DisableServerRoutes != nil {
+		cfg.DisableServerRoutes = req.GetDisableServerRoutes()
+	}
+	if req.BlockLanAccess != nil {
+		cfg.BlockLANAccess = req.GetBlockLanAccess()
+	}
 	t, err := mgmtclient.ParseURL(cfg.ManagementURL)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -409,7 +418,8 @@ func (s *Server) checkIdentity(ctx context.Context, cfg *state.Config, t mgmtcli
 // sameSession reports whether the running engine already serves cfg.
 func sameSession(a, b state.Config) bool {
 	return a.ManagementURL == b.ManagementURL && a.PrivateKey == b.PrivateKey && a.InterfaceName == b.InterfaceName &&
-		a.WireguardPort == b.WireguardPort && a.MTU == b.MTU && a.Hostname == b.Hostname && a.ExitNodeBlockLAN == b.ExitNodeBlockLAN
+		a.WireguardPort == b.WireguardPort && a.MTU == b.MTU && a.Hostname == b.Hostname && a.ExitNodeBlockLAN == b.ExitNodeBlockLAN &&
+		a.DisableClientRoutes == b.DisableClientRoutes && a.DisableServerRoutes == b.DisableServerRoutes && a.BlockLANAccess == b.BlockLANAccess
 }
 
 // Up connects the active profile. If another session runs (another
@@ -481,6 +491,7 @@ func (s *Server) engineOptions(name string, cfg state.Config, t mgmtclient.Targe
 		WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: s.version, Log: s.log,
 		ForceRelay: s.forceRelay, Firewall: s.firewall, KernelWG: s.kernelWG, DisableDNS: cfg.DisableDNS, ResolvConf: ResolvConf(s.profiles.Dir), StateDir: s.profiles.Dir,
 		Bundle: s.bundleSource(name), RouteSelection: engineSelection(cfg.Routes), ExitNodeLAN: !cfg.ExitNodeBlockLAN,
+		DisableClientRoutes: cfg.DisableClientRoutes, DisableServerRoutes: cfg.DisableServerRoutes, BlockLANAccess: cfg.BlockLANAccess,
 	}
 }
 

@@ -78,6 +78,17 @@ type Options struct {
 	// an exit node carries the default route. The daemon's default is
 	// true (the official client's); false sends the LAN into the tunnel.
 	ExitNodeLAN bool
+	// DisableClientRoutes installs none of the map's routes on this
+	// machine; they are still listed (netbird networks ls), as the
+	// official client lists them (netbird up --disable-client-routes).
+	DisableClientRoutes bool
+	// DisableServerRoutes serves none of this peer's routes: no
+	// forwarding, no masquerade, routed traffic dropped
+	// (--disable-server-routes).
+	DisableServerRoutes bool
+	// BlockLANAccess drops routed traffic to this host's own local
+	// networks unless a route it serves names them (--block-lan-access).
+	BlockLANAccess bool
 	// Bundle is what a remote debug bundle (a job from management)
 	// collects; nil collects the engine's status only. The engine adds
 	// its private and setup keys to the secrets.
@@ -98,6 +109,7 @@ type Engine struct {
 	srv    *serverRoutes // this peer as a routing peer (serverroutes.go)
 	meta   *mgmtpb.PeerSystemMeta
 	checks chan []string // posture check files asked for (reportChecks)
+	files  metaFiles     // their last answer (connreport.go)
 	dns    *dnsService   // nil with DNS disabled or not listening
 	synced chan struct{} // closed at the first Sync message
 	once   sync.Once     // closes synced
@@ -116,8 +128,9 @@ type Engine struct {
 	// The route client (routes.go): keep is the servers' addresses no
 	// route may take into the tunnel, keepByHost the last lookup of each.
 	routes     *routes.Manager
-	resolveNow chan struct{} // a map brought domain routes: resolve now
-	reroute    chan struct{} // a routing peer left: choose again now
+	resolveNow chan struct{}   // a map brought domain routes: resolve now
+	reroute    chan struct{}   // a routing peer left: choose again now
+	probeReq   chan key.Public // a peer's GO_IDLE hint: probe it now
 	// liveness watches the routing peers in use; gone is those it found
 	// not answering (routes.go).
 	liveness   *routes.Liveness
@@ -172,6 +185,7 @@ func ServerKey(ctx context.Context, t mgmtclient.Target, priv key.Private, log *
 // Start logs in, creates the interface and starts following the map.
 func Start(ctx context.Context, o Options) (*Engine, error) {
 	meta := Meta(o.Hostname, o.Version)
+	meta.Flags = o.localFlags()
 	mc, err := mgmtclient.Dial(o.Management, o.Private, o.Log)
 	if err != nil {
 		return nil, err
@@ -209,7 +223,7 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	recoverHostDNS(ctx, o) // hostdns.go
 	var dnsSvc *dnsService
 	if !o.DisableDNS {
-		dnsSvc = startDNS(addr.Addr(), o.ResolvConf, o.Log)
+		dnsSvc = startDNS(addr, o.ResolvConf, o.Log)
 		if dnsSvc != nil {
 			dnsSvc.hdns = newHostDNS(ctx, o, dev.Name())
 		}
@@ -250,6 +264,8 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	e.wg.Add(4)
 	go func() { defer e.wg.Done(); sc.Run(rctx, e.onSignal) }()
 	go func() { defer e.wg.Done(); e.reportChecks(rctx) }()
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); e.reportConns(rctx) }()
 	go func() { defer e.wg.Done(); e.runJobs(rctx) }()
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.runRoutes(rctx) }()
@@ -361,7 +377,7 @@ func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
 				e.log.Error("change address", "err", err)
 			} else {
 				e.addr = p
-				e.dns.moveTo(p.Addr())
+				e.dns.moveTo(p)
 			}
 		}
 	}
@@ -414,7 +430,7 @@ func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
 		conn := peer.New(peer.Config{
 			Local: e.o.Private, Remote: k, AllowedIPs: ips, Overlay: netip.PrefixFrom(e.addr.Masked().Addr(), e.addr.Bits()),
 			Mux: e.mux, URLs: e.currentURLs, WGPort: e.dev.Port(), Version: e.o.Version, Log: e.log,
-			Relay: e.relays, ForceRelay: e.o.ForceRelay, OnLeft: e.routeNow,
+			Relay: e.relays, ForceRelay: e.o.ForceRelay, OnLeft: e.routeNow, OnIdleHint: func() { e.probeNow(k) },
 		}, e.sig, e.dev)
 		e.peers[k] = &remote{conn: conn, cfg: rp, ips: ips}
 	}
@@ -454,6 +470,7 @@ func (e *Engine) applyConfig(cfg *mgmtpb.NetbirdConfig) {
 		}
 	}
 	e.urls = append(append(keep, stuns...), turns...)
+	e.dns.pinServers(e.o.Management.Addr, cfg)
 }
 
 func parsePrefixes(ss []string) []netip.Prefix {

@@ -117,6 +117,7 @@ func (e *Engine) reportChecks(ctx context.Context) {
 		}
 		meta := proto.Clone(e.meta).(*mgmtpb.PeerSystemMeta)
 		meta.Files = files
+		e.files.set(files) // connection reports carry them too
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := e.mgmt.SyncMeta(cctx, meta); err != nil {
 			e.log.Warn("posture check report", "err", err)

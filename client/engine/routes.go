@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wiremesh/wiremesh/client/peer"
 	"github.com/wiremesh/wiremesh/client/routes"
 	"github.com/wiremesh/wiremesh/client/wg"
 	"github.com/wiremesh/wiremesh/internal/key"
@@ -270,7 +269,8 @@ func (e *Engine) checkLiveness(now time.Time, stats map[key.Public]wg.Stats) {
 // routing peer's allowed IPs (beside its own address) and leave those of a
 // peer no longer chosen.
 func (e *Engine) evaluateRoutesLocked() {
-	if e.stopped {
+	// --disable-client-routes: the networks stay listed, none is used.
+	if e.stopped || e.o.DisableClientRoutes {
 		return
 	}
 	conn := func(k key.Public) (routes.PeerConn, bool) {
@@ -318,6 +318,11 @@ func (e *Engine) runRoutes(ctx context.Context) {
 		case now := <-tick.C:
 			e.evaluateRoutesAt(now)
 		case <-e.reroute:
+			e.evaluateRoutes()
+		case k := <-e.probeReq:
+			e.mu.Lock()
+			e.liveness.ProbeNow(k)
+			e.mu.Unlock()
 			e.evaluateRoutes()
 		case <-resolve.C:
 			e.refreshKeep(ctx)
@@ -432,6 +437,7 @@ func (e *Engine) startRoutes(iface string) {
 	})
 	e.resolveNow = make(chan struct{}, 1)
 	e.reroute = make(chan struct{}, 1)
+	e.probeReq = make(chan key.Public, 16)
 	e.liveness = routes.NewLiveness(routes.LivenessConfig{})
 	e.gone = map[key.Public]bool{}
 	e.keepByHost = map[string][]netip.Addr{}
@@ -481,12 +487,23 @@ func (e *Engine) sayGoodbye(peers map[key.Public]*remote) {
 				return
 			}
 			defer func() { <-sem }()
-			if err := peer.GoIdle(ctx, e.sig, k); err != nil {
+			if err := r.conn.GoIdle(ctx); err != nil {
 				e.log.Debug("tell a peer we are going away", "peer", k.String(), "err", err)
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// probeNow asks the liveness check to probe peer k at once: it sent a
+// GO_IDLE that does not prove it left (peer.Config.OnIdleHint). It never
+// blocks (called from peer loops); when requests pile up, the dropped one
+// only waits for the regular liveness check.
+func (e *Engine) probeNow(k key.Public) {
+	select {
+	case e.probeReq <- k:
+	default:
+	}
 }
 
 // routeNow asks for the routing peers to be chosen again at once (a

@@ -183,6 +183,11 @@ type serverRoutes struct {
 	log *slog.Logger
 	fw  ruleSetter
 	fwd *forward.Forwarder // nil: this host cannot route (logged once)
+	// disabled serves nothing whatever the map says
+	// (--disable-server-routes); blockLAN keeps routed traffic from the
+	// host's own networks, which lan lists (--block-lan-access).
+	disabled, blockLAN bool
+	lan                func() ([]netip.Prefix, error)
 
 	// guarded by the engine's mu (apply runs inside onSync)
 	overlay netip.Prefix
@@ -196,7 +201,12 @@ type serverRoutes struct {
 // newServerRoutes restores what a crashed run left (forwarding sysctls,
 // its NAT table) before anything else.
 func newServerRoutes(o Options, iface string, fw ruleSetter) *serverRoutes {
-	s := &serverRoutes{log: o.Log, fw: fw}
+	s := &serverRoutes{log: o.Log, fw: fw, disabled: o.DisableServerRoutes, blockLAN: o.BlockLANAccess, lan: hostNetworks}
+	if s.disabled {
+		// Nothing of the host's forwarding is touched at all.
+		o.Log.Info("server routes disabled (--disable-server-routes): this peer routes for no one")
+		return s
+	}
 	fwd, err := forward.New(forward.Options{StateDir: o.StateDir, Interface: iface, Log: o.Log})
 	if err != nil {
 		o.Log.Warn("this peer cannot act as a routing peer", "err", err)
@@ -222,6 +232,23 @@ func (s *serverRoutes) apply(self key.Public, addr netip.Prefix, nm *mgmtpb.Netw
 		problems[w] = true
 	}
 	s.problems = problems
+	if s.disabled && len(want.Routes) > 0 {
+		if !s.warned {
+			s.log.Warn("management made this peer a routing peer, but server routes are disabled here (--disable-server-routes); its routes stay unserved")
+			s.warned = true
+		}
+		want = serving{}
+	}
+	if s.blockLAN && len(want.Routes) > 0 {
+		lan, err := s.lan()
+		if err != nil {
+			// Better refuse routed traffic than open the LAN.
+			s.log.Error("block LAN access: the host's networks are unknown; routed traffic is refused", "err", err)
+			want = serving{}
+		} else {
+			want.Routing = withLANBlocked(want.Routing, lan, addr)
+		}
+	}
 	if reflect.DeepEqual(want, s.cur) {
 		return
 	}

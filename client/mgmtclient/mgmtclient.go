@@ -89,6 +89,7 @@ type Client struct {
 	log  *slog.Logger
 
 	connected     atomic.Bool
+	streams       atomic.Uint64 // Sync streams that got their first message
 	lastErr       atomic.Value
 	serverKey     atomic.Value // key.Public
 	serverVersion atomic.Value // string
@@ -343,10 +344,15 @@ func (c *Client) syncOnce(ctx context.Context, meta *mgmtpb.PeerSystemMeta, appl
 	if err != nil {
 		return err
 	}
+	first := true
 	for {
 		m, err := st.Recv()
 		if err != nil {
 			return err
+		}
+		if first {
+			c.streams.Add(1)
+			first = false
 		}
 		c.connected.Store(true)
 		c.lastErr.Store("")
@@ -361,6 +367,11 @@ func (c *Client) syncOnce(ctx context.Context, meta *mgmtpb.PeerSystemMeta, appl
 		apply(out)
 	}
 }
+
+// Streams counts the Sync streams that got their first message: live
+// state management keeps per stream (connection reports) is sent again
+// when it moves.
+func (c *Client) Streams() uint64 { return c.streams.Load() }
 
 // SyncMeta sends refreshed system metadata (the answers to posture checks).
 func (c *Client) SyncMeta(ctx context.Context, meta *mgmtpb.PeerSystemMeta) error {

@@ -7,6 +7,7 @@
 package peer
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -59,6 +60,12 @@ type Config struct {
 	// block) when the remote announced it is going away, so that routes
 	// through it move at once.
 	OnLeft func()
+	// OnIdleHint, if set, is called (from the loop; it must not block)
+	// when a GO_IDLE arrives that does not prove the remote left: without
+	// a session id (NetBird's clients send none) or with one that is not
+	// the remote's current session (a replay). The connection stays up;
+	// the caller checks at once whether the peer still answers.
+	OnIdleHint func()
 }
 
 // Status is what `netbird status` shows for the peer.
@@ -96,9 +103,19 @@ type Conn struct {
 	// the loop, read by the ICE agent's candidate callback.
 	turnToRemote atomic.Bool
 
+	// sentSession is the session id of our latest offer or answer: our
+	// GO_IDLE carries it, so that the remote can tell it from a replay.
+	// Guarded by mu.
+	sentSession []byte
+
 	// owned by the loop goroutine
 	rl    relayPath
 	onICE bool // WireGuard's endpoint is a path ICE selected
+	// remoteSession is the session id of the remote's latest offer or
+	// answer; retired holds the remote's sessions that a GO_IDLE ended
+	// (most recent last), which a replayed offer may not bring back.
+	remoteSession []byte
+	retired       [][]byte
 }
 
 // New starts the connection's event loop.
@@ -202,14 +219,78 @@ func (c *Conn) setStatus(f func(*Status)) {
 }
 
 // GoIdle tells the remote, through signal, that this side is going away
-// (NetBird's GO_IDLE): our agents drop the connection at once (see
-// onGoIdle); NetBird's clients act on it only with lazy connections, and
-// then deactivate the connection, which suits a peer that is leaving.
-func GoIdle(ctx context.Context, sig Signaler, remote key.Public) error {
-	if err := sig.Send(ctx, remote, &signalpb.Body{Type: signalpb.Body_GO_IDLE}); err != nil {
-		return fmt.Errorf("send GO_IDLE to %s: %w", remote, err)
+// (NetBird's GO_IDLE), with the session id of our latest offer or answer:
+// our agents drop the connection at once when it names the session they
+// know (see onGoIdle); NetBird's clients act on it only with lazy
+// connections, and then deactivate the connection, which suits a peer
+// that is leaving. It may be called after Close.
+func (c *Conn) GoIdle(ctx context.Context) error {
+	c.mu.Lock()
+	id := c.sentSession
+	c.mu.Unlock()
+	if err := c.sig.Send(ctx, c.cfg.Remote, &signalpb.Body{Type: signalpb.Body_GO_IDLE, SessionId: id}); err != nil {
+		return fmt.Errorf("send GO_IDLE to %s: %w", c.cfg.Remote, err)
 	}
 	return nil
+}
+
+// maxRetired bounds the remote's ended sessions remembered (retired).
+const maxRetired = 8
+
+// noteRemoteSession records the session id of an offer or answer from the
+// remote. An id that a GO_IDLE already ended is not taken back: a replayed
+// offer must not re-arm a replayed GO_IDLE.
+func (c *Conn) noteRemoteSession(id []byte) {
+	if len(id) == 0 {
+		return
+	}
+	for _, r := range c.retired {
+		if bytes.Equal(r, id) {
+			return
+		}
+	}
+	c.remoteSession = bytes.Clone(id)
+}
+
+// onGoIdle handles a GO_IDLE from the remote and reports whether it
+// proved that the remote left. Only our own agents' GO_IDLE can: it
+// carries the session id of the remote's latest offer or answer, which
+// the signal server cannot make up, and acting on it retires that id, so
+// replaying the message later does nothing. Then the remote's paths are
+// dead now, not after ICE's timeouts: s (the loop's session, may be nil)
+// and the relayed path are closed and the peer is marked as left; the
+// caller starts over as for a peer that has not come up yet, and the
+// remote's next offer reconnects. Any other GO_IDLE (no session id:
+// NetBird's clients; or a stale one: a replay by the signal server) is
+// only a hint: the caller probes the peer (OnIdleHint) and the
+// connection stays as it is.
+func (c *Conn) onGoIdle(b *signalpb.Body, s *session) bool {
+	id := b.GetSessionId()
+	if len(id) == 0 || len(c.remoteSession) == 0 || !bytes.Equal(id, c.remoteSession) {
+		c.log.Debug("GO_IDLE without the remote's current session; probing the peer",
+			"session", fmt.Sprintf("%x", id), "current", fmt.Sprintf("%x", c.remoteSession))
+		if c.cfg.OnIdleHint != nil {
+			c.cfg.OnIdleHint()
+		}
+		return false
+	}
+	c.log.Info("remote peer went away (GO_IDLE)")
+	c.retired = append(c.retired, c.remoteSession)
+	if len(c.retired) > maxRetired {
+		c.retired = c.retired[len(c.retired)-maxRetired:]
+	}
+	c.remoteSession = nil
+	c.closeSession(s)
+	c.onICE = false
+	c.closeRelay(&c.rl)
+	c.rl.gen++ // a relay path still opening is stale too
+	c.rl.opening, c.rl.adopted = false, false
+	c.scheduleRelay(&c.rl, c.rl.backoff)
+	c.setStatus(func(st *Status) { *st = Status{State: "Connecting", Since: st.Since, Left: true} })
+	if c.cfg.OnLeft != nil {
+		c.cfg.OnLeft()
+	}
+	return true
 }
 
 func (c *Conn) run(ctx context.Context) {
@@ -286,25 +367,16 @@ func (c *Conn) run(ctx context.Context) {
 				}
 			case *signalpb.Body:
 				if ev.GetType() == signalpb.Body_GO_IDLE {
-					// The remote is going away: its paths are dead now, not
-					// after ICE's timeouts. Start over as for a peer that has
-					// not come up yet; its next offer reconnects.
-					c.log.Info("remote peer went away (GO_IDLE)")
-					c.closeSession(s)
-					s = nil
-					c.onICE = false
-					c.closeRelay(&c.rl)
-					c.rl.gen++ // a relay path still opening is stale too
-					c.rl.opening, c.rl.adopted = false, false
-					c.scheduleRelay(&c.rl, c.rl.backoff)
-					c.setStatus(func(st *Status) { *st = Status{State: "Connecting", Since: st.Since, Left: true} })
-					if c.cfg.OnLeft != nil {
-						c.cfg.OnLeft()
+					if c.onGoIdle(ev, s) {
+						s = nil // closed by onGoIdle
+						newSession()
+						offerEvery = 2 * time.Second
+						offer.Reset(offerEvery)
 					}
-					newSession()
-					offerEvery = 2 * time.Second
-					offer.Reset(offerEvery)
 					continue
+				}
+				if t := ev.GetType(); t == signalpb.Body_OFFER || t == signalpb.Body_ANSWER {
+					c.noteRemoteSession(ev.GetSessionId())
 				}
 				if s == nil {
 					continue
@@ -543,6 +615,9 @@ func (c *Conn) send(ctx context.Context, s *session, t signalpb.Body_Type) {
 	if home := c.homeRelay(); home != "" {
 		body.RelayServerAddress = &home
 	}
+	c.mu.Lock()
+	c.sentSession = s.id
+	c.mu.Unlock()
 	// Candidates sent before the remote knew us were dropped by it (a
 	// message from a peer not in its map is discarded), so every offer and
 	// answer is followed by all candidates gathered so far.

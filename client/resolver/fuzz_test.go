@@ -9,8 +9,9 @@ import (
 // FuzzServe feeds bytes down the server's packet path: what the server's
 // accept function or the parser rejects is dropped (or answered by
 // miekg/dns itself), everything else gets exactly one reply that packs,
-// carries the question's ID and fits a plain UDP client's 512 bytes. No
-// upstream is set, so nothing leaves the process.
+// carries the question's ID and fits what the client takes (512 bytes,
+// or its EDNS0 size up to serverUDPSize). No upstream is set, so nothing
+// leaves the process.
 func FuzzServe(f *testing.F) {
 	seeds := []*dns.Msg{
 		ask("www.corp.test.", dns.TypeA), ask("alias.corp.test.", dns.TypeAAAA), ask("loop1.corp.test.", dns.TypeA),
@@ -57,7 +58,7 @@ func FuzzServe(f *testing.F) {
 		}
 		size := dns.MinMsgSize
 		if o := q.IsEdns0(); o != nil {
-			size = max(int(o.UDPSize()), dns.MinMsgSize)
+			size = min(max(int(o.UDPSize()), dns.MinMsgSize), serverUDPSize)
 		}
 		if m.Len() > size {
 			t.Fatalf("a %d-byte reply for a client that takes %d", m.Len(), size)

@@ -11,9 +11,13 @@ import (
 
 // Health checks of upstream servers.
 const (
-	// failsToDown consecutive failures (timeouts, SERVFAIL, REFUSED)
-	// take a server out of rotation.
+	// failsToDown consecutive failures (timeouts, REFUSED) take a server
+	// out of rotation.
 	failsToDown = 3
+	// servfailNamesToDown SERVFAILs for that many distinct names, with no
+	// good answer between, do too: one broken name asked again and again
+	// (by anyone) says nothing about the server.
+	servfailNamesToDown = 5
 	// A server out of rotation is probed after minBackoff, then after
 	// twice as long each time it still fails, up to maxBackoff.
 	minBackoff = 2 * time.Second
@@ -35,6 +39,7 @@ type health struct {
 
 type serverHealth struct {
 	fails     int
+	servfails map[string]bool // names that got SERVFAIL since the last good answer
 	down      bool
 	nextProbe time.Time
 	backoff   time.Duration
@@ -83,8 +88,8 @@ func (h *health) answered(ap netip.AddrPort) {
 	}
 }
 
-// failed records a failure of ap and reports whether it took ap out of
-// rotation.
+// failed records a failure of ap (a timeout or REFUSED) and reports
+// whether it took ap out of rotation.
 func (h *health) failed(ap netip.AddrPort) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -96,9 +101,34 @@ func (h *health) failed(ap netip.AddrPort) bool {
 	if s.fails < failsToDown {
 		return false
 	}
-	s.down, s.backoff = true, minBackoff
-	s.nextProbe = h.now().Add(s.backoff)
+	h.takeOutLocked(s)
 	return true
+}
+
+// servfail records a SERVFAIL of ap for name (canonical) and reports
+// whether it took ap out of rotation.
+func (h *health) servfail(ap netip.AddrPort, name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.servers[ap]
+	if s == nil || s.down {
+		return false
+	}
+	if s.servfails == nil {
+		s.servfails = map[string]bool{}
+	}
+	s.servfails[name] = true
+	if len(s.servfails) < servfailNamesToDown {
+		return false
+	}
+	h.takeOutLocked(s)
+	return true
+}
+
+func (h *health) takeOutLocked(s *serverHealth) {
+	s.down, s.backoff = true, minBackoff
+	s.servfails = nil
+	s.nextProbe = h.now().Add(s.backoff)
 }
 
 type probeTarget struct {

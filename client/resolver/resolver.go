@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"strings"
@@ -47,6 +48,14 @@ type Options struct {
 	// Apply, SetUpstreams or Listen changes it, from the caller's
 	// goroutine after the change took effect.
 	OnChange func(HostConfig)
+	// Overlay is the mesh's network: UDP questions from outside it that
+	// do not come from this host either are dropped, since their source
+	// may be spoofed to aim the answers at someone else (amplification).
+	// TCP questions need no such check (the handshake proves the source).
+	Overlay netip.Prefix
+	// LocalAddrs lists this host's own addresses (default: the
+	// interfaces' addresses); loopback is always local.
+	LocalAddrs func() ([]netip.Addr, error)
 }
 
 // Resolver answers DNS questions on one address, over UDP and TCP.
@@ -56,6 +65,8 @@ type Resolver struct {
 	cache    *cache
 	health   *health
 	limit    *limiter
+	sources  *sources
+	flights  flights
 	onChange func(HostConfig)
 
 	mu         sync.RWMutex
@@ -65,6 +76,8 @@ type Resolver struct {
 	host       []netip.AddrPort          // the host's original servers
 	groupProbe map[netip.AddrPort]string // probe names of the groups' servers
 	hc         HostConfig
+	// pinned names always go to the host's original servers (see Pin).
+	pinned map[string]bool
 
 	addr     netip.AddrPort
 	udp, tcp *dns.Server
@@ -100,12 +113,16 @@ func New(o Options) *Resolver {
 	if o.Total <= 0 {
 		o.Total = defaultTotal
 	}
+	if o.LocalAddrs == nil {
+		o.LocalAddrs = interfaceAddrs
+	}
 	r := &Resolver{
 		log:      o.Log,
 		timeout:  o.Timeout,
 		cache:    newCache(o.Now, o.CacheEntries, o.CacheBytes),
 		health:   newHealth(o.Now),
 		limit:    newLimiter(o.PerSource, o.Total),
+		sources:  newSources(o.Overlay, o.LocalAddrs, o.Now),
 		onChange: o.OnChange,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -155,18 +172,45 @@ func (r *Resolver) Addr() netip.AddrPort {
 	return r.addr
 }
 
-// Close stops serving and probing and waits for both. It may be called
-// more than once.
+// Close stops serving and probing, cancels the questions in flight
+// (forwards included) and waits for all of it. It may be called more
+// than once.
 func (r *Resolver) Close() {
 	r.close.Do(func() {
+		// Cancel first: the servers' shutdown waits for their handlers.
+		r.flights.close()
+		r.cancel()
 		for _, s := range []*dns.Server{r.udp, r.tcp} {
 			if s != nil {
 				_ = s.Shutdown()
 			}
 		}
-		r.cancel()
 	})
 	r.wg.Wait()
+	r.flights.wait()
+}
+
+// Pin makes names (host names, any case, final dot optional) always
+// resolve through the host's original servers, before any zone, match
+// domain or primary group is looked at: the agent's own servers
+// (management, signal, relays, STUN/TURN) must stay reachable whatever
+// DNS configuration management sends, or a zone or a primary group only
+// reachable through the mesh would cut the agent off at its next
+// reconnect. Without original servers the names route as any other.
+func (r *Resolver) Pin(names []string) {
+	pinned := map[string]bool{}
+	for _, n := range names {
+		if _, ok := dns.IsDomainName(n); ok && n != "" {
+			pinned[dns.CanonicalName(n)] = true
+		}
+	}
+	r.mu.Lock()
+	same := maps.Equal(pinned, r.pinned)
+	r.pinned = pinned
+	r.mu.Unlock()
+	if !same {
+		r.cache.flush()
+	}
 }
 
 // Config is what the host's resolver must be told now.
@@ -230,15 +274,20 @@ func (r *Resolver) changed() {
 	}
 }
 
-// ServeDNS answers one question (dns.Handler).
+// ServeDNS answers one question (dns.Handler). A UDP question from a
+// source neither in the overlay nor of this host gets no answer at all.
 func (r *Resolver) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
 	var src netip.Addr
 	tcp := false
 	switch a := w.RemoteAddr().(type) {
 	case *net.TCPAddr:
-		tcp, src = true, a.AddrPort().Addr()
+		tcp, src = true, a.AddrPort().Addr().Unmap()
 	case *net.UDPAddr:
-		src = a.AddrPort().Addr()
+		src = a.AddrPort().Addr().Unmap()
+	}
+	if !tcp && !r.sources.allowed(src) {
+		r.log.Debug("DNS question dropped: source outside the overlay and not local", "src", src)
+		return
 	}
 	var m *dns.Msg
 	if r.limit.acquire(src) {
@@ -258,12 +307,13 @@ func (r *Resolver) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
 
 // fitReply gives m the OPT record q's EDNS0 calls for and, over UDP,
 // truncates it (TC set) to what the client can take: 512 bytes without
-// EDNS0, its advertised size with it.
+// EDNS0, its advertised size with it but never more than serverUDPSize,
+// so that a small question never buys a large answer over UDP.
 func fitReply(q, m *dns.Msg, tcp bool) {
 	m.Compress = true
 	size := dns.MinMsgSize
 	if o := q.IsEdns0(); o != nil {
-		size = max(int(o.UDPSize()), dns.MinMsgSize)
+		size = min(max(int(o.UDPSize()), dns.MinMsgSize), serverUDPSize)
 		if mo := m.IsEdns0(); mo != nil {
 			mo.SetUDPSize(serverUDPSize)
 		} else {
@@ -282,6 +332,12 @@ func fitReply(q, m *dns.Msg, tcp bool) {
 // answer was truncated).
 func (r *Resolver) Answer(ctx context.Context, q *dns.Msg, tcp bool) *dns.Msg {
 	m := new(dns.Msg)
+	ctx, done, ok := r.flights.start(ctx)
+	if !ok { // closed
+		m.SetRcode(q, dns.RcodeRefused)
+		return m
+	}
+	defer done()
 	switch {
 	case q.Response:
 		return m.SetRcodeFormatError(q)
@@ -307,8 +363,9 @@ func (r *Resolver) Answer(ctx context.Context, q *dns.Msg, tcp bool) *dns.Msg {
 	}
 	r.mu.RLock()
 	zones := r.zones
+	pinned := r.pinnedLocked(qu.Name)
 	r.mu.RUnlock()
-	if qu.Qclass == dns.ClassINET || qu.Qclass == dns.ClassANY {
+	if !pinned && (qu.Qclass == dns.ClassINET || qu.Qclass == dns.ClassANY) {
 		if za, ok := zones.lookup(qu.Name, qu.Qtype); ok {
 			return r.fromZones(ctx, q, za, tcp)
 		}
@@ -352,8 +409,66 @@ func (r *Resolver) resolve(ctx context.Context, q *dns.Msg, tcp bool) *dns.Msg {
 	name := dns.CanonicalName(q.Question[0].Name)
 	r.mu.RLock()
 	servers := r.routes.serversFor(name, r.host)
+	if r.pinnedLocked(name) {
+		servers = r.host
+	}
 	r.mu.RUnlock()
 	m := r.forward(ctx, q, servers, tcp)
 	r.cache.put(q, m)
 	return m
 }
+
+// pinnedLocked reports whether name goes to the host's original servers
+// whatever the configuration says (Pin).
+func (r *Resolver) pinnedLocked(name string) bool {
+	return len(r.host) > 0 && r.pinned[dns.CanonicalName(name)]
+}
+
+// flights are the questions being answered, so that Close can cancel
+// them and wait for them.
+type flights struct {
+	mu      sync.Mutex
+	closed  bool
+	next    uint64
+	cancels map[uint64]context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// start registers a question: its context ends with ctx or at close;
+// done must be called when it is answered. False once closed.
+func (f *flights) start(ctx context.Context) (context.Context, func(), bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	if f.cancels == nil {
+		f.cancels = map[uint64]context.CancelFunc{}
+	}
+	id := f.next
+	f.next++
+	f.cancels[id] = cancel
+	f.wg.Add(1)
+	return ctx, func() {
+		f.mu.Lock()
+		delete(f.cancels, id)
+		f.mu.Unlock()
+		cancel()
+		f.wg.Done()
+	}, true
+}
+
+// close refuses new questions and cancels those in flight.
+func (f *flights) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	for _, cancel := range f.cancels {
+		cancel()
+	}
+}
+
+// wait waits for the questions in flight to be answered (after close:
+// no new ones can start, so the wait group is not reused).
+func (f *flights) wait() { f.wg.Wait() }

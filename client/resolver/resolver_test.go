@@ -18,10 +18,17 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// testOverlay is the overlay of newResolver's resolvers: the clients of
+// the packet-path tests (udpFrom) are in it.
+var testOverlay = netip.MustParsePrefix("100.64.0.0/10")
+
 // newResolver is a resolver closed (its prober stopped) when the test ends.
 func newResolver(t testing.TB, o Options) *Resolver {
 	if o.Log == nil {
 		o.Log = quiet
+	}
+	if !o.Overlay.IsValid() {
+		o.Overlay = testOverlay
 	}
 	r := New(o)
 	t.Cleanup(r.Close)

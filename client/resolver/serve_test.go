@@ -100,7 +100,12 @@ func TestClientTruncation(t *testing.T) {
 	}{
 		{"plain UDP", 0, false, dns.MinMsgSize, false, true},
 		{"EDNS0 1232", 1232, false, 1232, false, true},
-		{"EDNS0 4096", 4096, false, 4096, true, false},
+		// A client asking for more gets no more than the resolver's own
+		// buffer size over UDP: a small question must not buy a large
+		// answer (amplification with a spoofed source).
+		{"EDNS0 4096", 4096, false, serverUDPSize, false, true},
+		{"EDNS0 65535", 65535, false, serverUDPSize, false, true},
+		{"EDNS0 65535 over TCP", 65535, true, dns.MaxMsgSize, true, false},
 		{"TCP", 0, true, dns.MaxMsgSize, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

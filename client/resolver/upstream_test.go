@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -48,8 +49,10 @@ func TestRouting(t *testing.T) {
 }
 
 // TestFailover: a dead server (timeout) and a failing one (SERVFAIL,
-// REFUSED) are passed over for the next; after failsToDown failures they
-// are skipped; when every server fails the answer is SERVFAIL.
+// REFUSED) are passed over for the next; failsToDown timeouts or REFUSEDs
+// take a server out of rotation, SERVFAILs only for servfailNamesToDown
+// distinct names; servers out of rotation are still asked as a last
+// resort when every other failed; when all fail the answer is SERVFAIL.
 func TestFailover(t *testing.T) {
 	defer noLeaks(t)
 	dead := startUpstream(t, "192.0.2.1", nil)
@@ -64,9 +67,9 @@ func TestFailover(t *testing.T) {
 	if err := r.Apply(Config{Groups: []NameserverGroup{{Servers: []netip.AddrPort{dead.addr, sick.addr, refusing.addr, good.addr}, Primary: true}}}); err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"a.example.", "b.example.", "c.example.", "d.example.", "e.example."}
-	for i, n := range names[:failsToDown] {
-		if got := firstA(query(r, n, dns.TypeA)); got != "192.0.2.4" {
+	name := func(i int) string { return fmt.Sprintf("n%d.example.", i) }
+	for i := range failsToDown {
+		if got := firstA(query(r, name(i), dns.TypeA)); got != "192.0.2.4" {
 			t.Fatalf("question %d: %q, want the good server's answer", i, got)
 		}
 	}
@@ -75,21 +78,69 @@ func TestFailover(t *testing.T) {
 			t.Fatalf("%s asked %d times, want %d", u.addr, u.hits.Load(), failsToDown)
 		}
 	}
+	if !r.health.isDown(dead.addr) || !r.health.isDown(refusing.addr) || r.health.isDown(sick.addr) {
+		t.Fatalf("down: dead %v refusing %v sick %v; want the first two only",
+			r.health.isDown(dead.addr), r.health.isDown(refusing.addr), r.health.isDown(sick.addr))
+	}
 	start := time.Now()
-	if got := firstA(query(r, names[failsToDown], dns.TypeA)); got != "192.0.2.4" {
-		t.Fatalf("after failover: %q", got)
+	for i := failsToDown; i < servfailNamesToDown; i++ {
+		if got := firstA(query(r, name(i), dns.TypeA)); got != "192.0.2.4" {
+			t.Fatalf("after failover: %q", got)
+		}
 	}
 	if took := time.Since(start); took > 100*time.Millisecond {
 		t.Fatalf("took %v: the dead server was still asked", took)
 	}
-	for _, u := range []*upstream{dead, sick, refusing} {
-		if u.hits.Load() != failsToDown {
-			t.Fatalf("%s out of rotation but asked again (%d)", u.addr, u.hits.Load())
+	if dead.hits.Load() != failsToDown || refusing.hits.Load() != failsToDown {
+		t.Fatalf("out of rotation but asked again (%d, %d)", dead.hits.Load(), refusing.hits.Load())
+	}
+	if sick.hits.Load() != servfailNamesToDown || !r.health.isDown(sick.addr) {
+		t.Fatalf("SERVFAIL for %d names: asked %d times, down %v", servfailNamesToDown, sick.hits.Load(), r.health.isDown(sick.addr))
+	}
+	if query(r, name(100), dns.TypeA); sick.hits.Load() != servfailNamesToDown {
+		t.Fatal("SERVFAILing server out of rotation but asked again")
+	}
+
+	// Every server in rotation failing: those out of it are the last resort.
+	good.mode.Store(modeServfail)
+	refusing.mode.Store(modeAnswer)
+	if got := firstA(query(r, name(101), dns.TypeA)); got != "192.0.2.3" {
+		t.Fatalf("last resort: %q, want the answer of the server out of rotation", got)
+	}
+	refusing.mode.Store(modeRefuse)
+	if m := query(r, name(102), dns.TypeA); m.Rcode != dns.RcodeServerFailure || len(m.Answer) != 0 {
+		t.Fatalf("every server failing: %v, want SERVFAIL", m)
+	}
+}
+
+// TestServfailOneName: any client asking again and again for one name
+// its upstream cannot resolve (SERVFAIL) does not take that upstream out
+// of rotation; the same number of timeouts does.
+func TestServfailOneName(t *testing.T) {
+	sick := startUpstream(t, "192.0.2.2", nil)
+	sick.mode.Store(modeServfail)
+	good := startUpstream(t, "192.0.2.4", nil)
+	r := newResolver(t, Options{Timeout: 150 * time.Millisecond, Now: newClock().now})
+	r.SetUpstreams([]netip.AddrPort{sick.addr, good.addr})
+	for range 3 * failsToDown {
+		r.cache.flush() // the next server's answer is cached: ask anew
+		if got := firstA(query(r, "broken.example.", dns.TypeA)); got != "192.0.2.4" {
+			t.Fatalf("%q, want the next server's answer", got)
 		}
 	}
-	good.mode.Store(modeServfail)
-	if m := query(r, names[4], dns.TypeA); m.Rcode != dns.RcodeServerFailure || len(m.Answer) != 0 {
-		t.Fatalf("every server failing: %v, want SERVFAIL", m)
+	if r.health.isDown(sick.addr) {
+		t.Fatal("SERVFAILs for one name took the server out of rotation")
+	}
+	if query(r, "other.example.", dns.TypeA); sick.hits.Load() != 3*failsToDown+1 {
+		t.Fatalf("asked %d times, want still in rotation", sick.hits.Load())
+	}
+	sick.mode.Store(modeSilent)
+	for range failsToDown {
+		r.cache.flush()
+		query(r, "broken.example.", dns.TypeA)
+	}
+	if !r.health.isDown(sick.addr) {
+		t.Fatal("timeouts did not take the server out of rotation")
 	}
 }
 
@@ -100,7 +151,7 @@ func TestHealthRecovery(t *testing.T) {
 	defer noLeaks(t)
 	clk := newClock()
 	first := startUpstream(t, "192.0.2.1", nil)
-	first.mode.Store(modeServfail)
+	first.mode.Store(modeRefuse)
 	second := startUpstream(t, "192.0.2.2", nil)
 	r := New(Options{Log: quiet, Timeout: 150 * time.Millisecond, Now: clk.now, ProbeInterval: 5 * time.Millisecond})
 	defer r.Close()

@@ -79,6 +79,8 @@ type liveState struct {
 	sentAt   time.Time // first unanswered send since the peer was last heard
 	probedAt time.Time // the last probe
 	gone     bool
+	// asked: probe at the next observation whatever the traffic (ProbeNow).
+	asked bool
 }
 
 // Liveness judges routing peers from successive WireGuard counters. It is
@@ -125,6 +127,20 @@ func (l *Liveness) Observe(now time.Time, watch map[key.Public]WGStats) map[key.
 	return out
 }
 
+// ProbeNow asks for peer k to be probed at its next observation, whatever
+// its traffic, and declared gone if that probe stays unanswered for
+// ProbeWait: the peer hinted that it is going away (a GO_IDLE that does
+// not prove it). It reports whether k is watched; a peer not watched (no
+// routing peer in use) has nothing to move and is left alone.
+func (l *Liveness) ProbeNow(k key.Public) bool {
+	st := l.peers[k]
+	if st == nil {
+		return false
+	}
+	st.asked = true
+	return true
+}
+
 func (l *Liveness) judge(now time.Time, st *liveState, s WGStats) Verdict {
 	rx, handshook := s.Rx-st.rx, s.LastHandshake.After(st.hs)
 	heard := rx > 0 || handshook
@@ -140,6 +156,16 @@ func (l *Liveness) judge(now time.Time, st *liveState, s WGStats) Verdict {
 	st.rx, st.tx, st.hs = s.Rx, s.Tx, s.LastHandshake
 	prev := st.seenAt
 	st.seenAt = now
+	if st.asked && !st.gone {
+		// What came since the previous observation may predate the hint:
+		// only an answer to a probe sent now shows the peer is still
+		// there. Counting the silence from now makes the probe's answer
+		// overdue after ProbeWait (below), with no ProbeEvery spacing.
+		st.asked = false
+		st.sentAt, st.probedAt = now, now
+		return Probe
+	}
+	st.asked = false
 	if heard {
 		st.sentAt, st.gone = time.Time{}, false
 		if data {

@@ -123,3 +123,85 @@ func TestLivenessForgetsPeers(t *testing.T) {
 		t.Fatalf("liveness keeps %d peers, want only b", len(l.peers))
 	}
 }
+
+// TestLivenessProbeNow: a GO_IDLE hint (ProbeNow) probes the peer at the
+// next observation whatever its traffic and the ProbeEvery spacing; the
+// peer is gone once that probe stays unanswered for ProbeWait, and stays
+// alive if it answers.
+func TestLivenessProbeNow(t *testing.T) {
+	const ms = time.Millisecond
+	t0 := time.Unix(1_700_000_000, 0)
+	hs0 := t0.Add(-time.Minute)
+	type step struct {
+		at     time.Duration
+		hint   bool // ProbeNow before this observation
+		rx, tx int64
+		hs     time.Duration // last handshake, relative to t0 (0: hs0)
+		want   Verdict
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"a quiet peer that left: probed at once, gone after the probe wait", []step{
+			{0, false, 100, 100, 0, Alive},
+			{250 * ms, true, 100, 100, 0, Probe},
+			{500 * ms, false, 100, 100 + handshakeAnswerLen, 0, Alive},
+			{1000 * ms, false, 100, 100 + handshakeAnswerLen, 0, Alive},
+			{1250 * ms, false, 100, 100 + handshakeAnswerLen, 0, Gone},
+			{time.Minute, true, 100, 100 + handshakeAnswerLen, 0, Gone}, // a hint does not revive it
+		}},
+		{"traffic received before the hint proves nothing", []step{
+			{0, false, 100, 100, 0, Alive},
+			{250 * ms, true, 5000, 5000, 0, Probe},
+			{1250 * ms, false, 5000, 5200, 0, Gone},
+		}},
+		{"a peer that answers the probe stays alive", []step{
+			{0, false, 100, 100, 0, Alive},
+			{250 * ms, true, 100, 100, 0, Probe},
+			{500 * ms, false, 192, 200, 400 * ms, Alive},
+			{2000 * ms, false, 192, 200, 400 * ms, Alive},
+			{5000 * ms, false, 192, 200, 400 * ms, Alive},
+		}},
+		{"a hint right after a probe still probes (no ProbeEvery spacing)", []step{
+			{0, false, 100, 100, 0, Alive},
+			{500 * ms, false, 100, 1000, 0, Alive},
+			{1000 * ms, false, 100, 1500, 0, Probe},
+			{1500 * ms, false, 192, 2000, 1400 * ms, Alive},
+			{1750 * ms, true, 192, 2000, 1400 * ms, Probe},
+			{2750 * ms, false, 192, 2100, 1400 * ms, Gone},
+		}},
+		{"without a hint the same quiet peer is never probed", []step{
+			{0, false, 100, 100, 0, Alive},
+			{250 * ms, false, 100, 100, 0, Alive},
+			{5000 * ms, false, 100, 100, 0, Alive},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := NewLiveness(LivenessConfig{})
+			k := testKey(t, 1)
+			for i, s := range tc.steps {
+				if s.hint && !l.ProbeNow(k) {
+					t.Fatalf("step %d: ProbeNow on a watched peer reported it unwatched", i)
+				}
+				hs := hs0
+				if s.hs != 0 {
+					hs = t0.Add(s.hs)
+				}
+				got := l.Observe(t0.Add(s.at), map[key.Public]WGStats{k: {Rx: s.rx, Tx: s.tx, LastHandshake: hs}})
+				if got[k] != s.want {
+					t.Fatalf("step %d (at %v): verdict %d, want %d", i, s.at, got[k], s.want)
+				}
+			}
+		})
+	}
+	t.Run("a peer not watched is left alone", func(t *testing.T) {
+		l := NewLiveness(LivenessConfig{})
+		if l.ProbeNow(testKey(t, 2)) {
+			t.Fatal("ProbeNow on an unwatched peer reported it watched")
+		}
+		if len(l.peers) != 0 {
+			t.Fatal("ProbeNow created state for an unwatched peer")
+		}
+	})
+}

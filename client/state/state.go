@@ -52,6 +52,17 @@ type Config struct {
 	// --exit-node-block-lan); by default, as with the official client,
 	// the LAN stays reachable directly.
 	ExitNodeBlockLAN bool `json:"exit_node_block_lan,omitempty"`
+	// DisableClientRoutes: this machine installs none of the routes
+	// management offers it (netbird up --disable-client-routes).
+	DisableClientRoutes bool `json:"disable_client_routes,omitempty"`
+	// DisableServerRoutes: this machine routes for nobody, even where
+	// management made it a routing peer or exit node (netbird up
+	// --disable-server-routes).
+	DisableServerRoutes bool `json:"disable_server_routes,omitempty"`
+	// BlockLANAccess: as a routing peer or exit node, this machine drops
+	// routed traffic to its own local networks unless a route names them
+	// (netbird up --block-lan-access).
+	BlockLANAccess bool `json:"block_lan_access,omitempty"`
 }
 
 // RouteSelection is a route selection as stored: network IDs the user

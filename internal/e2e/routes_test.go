@@ -577,3 +577,141 @@ func cutNet(t *testing.T, m *Mesh, a *Agent, op string) {
 		}
 	}
 }
+
+// upWith runs netbird up for a with extra flags.
+func (m *Mesh) upWith(a *Agent, extra ...string) {
+	m.t.Helper()
+	args := append([]string{"up", "-m", "http://" + netlab.PubAddr + ":" + mgmtPort, "-k", m.Key, "-n", a.Name, "--interface-name", a.Iface}, extra...)
+	if out, err := m.CLI(a, args...); err != nil || !strings.Contains(out, "Connected") {
+		m.t.Fatalf("%s: netbird up %s: %v\n%s", a.Name, strings.Join(extra, " "), err, out)
+	}
+}
+
+// localFlag waits until the REST peer named name reports local flag
+// flag as want (the agent sends its flags with every sync).
+func localFlag(t *testing.T, admin restClient, name, flag string, want bool) {
+	t.Helper()
+	id := idOf(t, admin, "/api/peers", name)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p := admin.call("GET", "/api/peers/"+id, nil, 200)
+		fl, _ := p["local_flags"].(map[string]any)
+		if got, _ := fl[flag].(bool); got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("peer %s local_flags %v, want %s=%v", name, p["local_flags"], flag, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestRouteFlags: `netbird up --disable-server-routes` makes a routing
+// peer serve nothing (the LAN stays unreachable, forwarding stays off)
+// until `up --disable-server-routes=false`; a client with
+// --disable-client-routes lists the route but installs none; the flags
+// are remembered in the profile and shown in the REST peer's
+// local_flags.
+func TestRouteFlags(t *testing.T) {
+	m := NewMesh(t)
+	admin := m.adminOf(t)
+	a, r := m.Agent("a", netlab.Home), m.Agent("r", netlab.Home)
+	lanNS, lan, _ := m.Lab.LAN("lan", r.NS)
+	fwdBefore, err := m.Lab.Exec(r.NS, "sysctl", "-n", "net.ipv4.ip_forward")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Up(a)
+	m.upWith(r, "--disable-server-routes")
+	host := lan.Addr().String()
+	all := idOf(t, admin, "/api/groups", "All")
+	admin.call("POST", "/api/routes", routeBody("office", lan.Masked().String(), idOf(t, admin, "/api/peers", "r"), []string{all}, true), 200)
+	localFlag(t, admin, "r", "disable_server_routes", true)
+	// a takes the route (it goes into the tunnel), r drops it.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(m.debugRoutes(a), lan.Masked().String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a never installed the route:\n%s", m.debugRoutes(a))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if _, ok := m.WaitPing(a, host, 4*time.Second); ok {
+		t.Fatalf("the LAN is reachable through r started with --disable-server-routes:\n%s", m.debugRoutes(r))
+	}
+	if out, _ := m.Lab.Exec(r.NS, "sysctl", "-n", "net.ipv4.ip_forward"); out != fwdBefore {
+		t.Fatalf("r changed forwarding (%q, was %q) with server routes disabled", out, fwdBefore)
+	}
+	// Remembered: a plain up keeps it.
+	m.upWith(r)
+	if _, ok := m.WaitPing(a, host, 3*time.Second); ok {
+		t.Fatal("a plain netbird up forgot --disable-server-routes")
+	}
+	m.upWith(r, "--disable-server-routes=false")
+	localFlag(t, admin, "r", "disable_server_routes", false)
+	if _, ok := m.WaitPing(a, host, 20*time.Second); !ok {
+		t.Fatalf("r does not serve the LAN after up --disable-server-routes=false:\n%s\n%s", m.debugRoutes(a), m.debugRoutes(r))
+	}
+	whoami(t, lanNS, host, 8080)
+
+	// The client side: listed, not installed, the LAN unreachable.
+	m.upWith(a, "--disable-client-routes")
+	localFlag(t, admin, "a", "disable_client_routes", true)
+	waitStatus(t, m, a, "Connected", 20*time.Second)
+	if _, ok := m.waitUnreachable(a, host, 10*time.Second); !ok {
+		t.Fatalf("a still reaches the LAN with --disable-client-routes:\n%s", m.debugRoutes(a))
+	}
+	if out, err := m.CLI(a, "networks", "ls"); err != nil || !strings.Contains(out, "office") {
+		t.Fatalf("networks ls with client routes disabled: %v\n%s", err, out)
+	}
+	if out, _ := m.Lab.Exec(a.NS, "ip", "route", "show", "table", "all"); strings.Contains(out, lan.Masked().String()) {
+		t.Fatalf("a installed the route with --disable-client-routes:\n%s", out)
+	}
+	if _, err := askWho(a, host, 8080); err == nil {
+		t.Fatal("a opened a connection to the LAN with client routes disabled")
+	}
+	m.upWith(a, "--disable-client-routes=false")
+	if _, ok := m.WaitPing(a, host, 20*time.Second); !ok {
+		t.Fatalf("a does not reach the LAN after up --disable-client-routes=false:\n%s", m.debugRoutes(a))
+	}
+}
+
+// TestBlockLANAccess: an exit node started with --block-lan-access
+// carries a's internet traffic but drops what a sends to the exit node's
+// own LAN, until a route names that LAN.
+func TestBlockLANAccess(t *testing.T) {
+	m := NewMesh(t)
+	admin := m.adminOf(t)
+	a, e := m.Agent("a", netlab.Home), m.Agent("e", netlab.Home)
+	netNS, netHost := m.Lab.Internet("internet")
+	lanNS, lan, _ := m.Lab.LAN("lan", e.NS)
+	m.Up(a)
+	m.upWith(e, "--block-lan-access")
+	localFlag(t, admin, "e", "block_lan_access", true)
+	whoami(t, netNS, netHost.String(), 8080)
+	host := lan.Addr().String()
+	whoami(t, lanNS, host, 8080)
+	viaE, err := askWho(e, netHost.String(), 8080)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := idOf(t, admin, "/api/groups", "All")
+	eID := idOf(t, admin, "/api/peers", "e")
+	admin.call("POST", "/api/routes", routeBody("exit-e", "0.0.0.0/0", eID, []string{all}, true), 200)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if got, _ := askWho(a, netHost.String(), 8080); got == viaE {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a's internet traffic does not leave through e:\n%s", m.debugRoutes(a))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if got, err := askWho(a, host, 8080); err == nil {
+		t.Fatalf("a reached e's LAN (seen as %s) through an exit node with --block-lan-access", got)
+	}
+	admin.call("POST", "/api/routes", routeBody("office", lan.Masked().String(), eID, []string{all}, true), 200)
+	if _, ok := m.WaitPing(a, host, 15*time.Second); !ok {
+		t.Fatalf("a cannot reach e's LAN once a route names it:\n%s\n%s", m.debugRoutes(a), m.debugRoutes(e))
+	}
+}

@@ -327,6 +327,19 @@ func (p *Peer) SyncMeta(ctx context.Context, files ...*mgmtpb.File) error {
 	return err
 }
 
+// ReportConns reports connections as our agent does (metadata with
+// wiremeshConnections, through SyncMeta).
+func (p *Peer) ReportConns(ctx context.Context, conns ...*mgmtpb.WiremeshConnection) error {
+	m := p.Meta()
+	m.WiremeshConnections = &mgmtpb.WiremeshConnections{Connections: conns}
+	msg, _, err := p.Seal(ctx, &mgmtpb.SyncMetaRequest{Meta: m})
+	if err != nil {
+		return err
+	}
+	_, err = p.client.SyncMeta(ctx, msg)
+	return err
+}
+
 // StuckSync opens a Sync stream and never reads from it, as a client
 // that hangs would; it ends with ctx.
 func (p *Peer) StuckSync(ctx context.Context) error {

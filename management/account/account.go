@@ -53,6 +53,24 @@ type Meta struct {
 	Files []FileState `json:"files,omitempty"`
 	// ConnectionIP is the public address the peer reached management from.
 	ConnectionIP string `json:"connection_ip,omitempty"`
+	// Flags are the peer's local settings as its agent reports them.
+	Flags LocalFlags `json:"flags,omitzero"`
+}
+
+// LocalFlags are settings a peer's owner chose on the peer itself
+// (netbird up --disable-client-routes and the like): management shows
+// them and does not enforce them.
+type LocalFlags struct {
+	RosenpassEnabled      bool `json:"rosenpass_enabled,omitempty"`
+	RosenpassPermissive   bool `json:"rosenpass_permissive,omitempty"`
+	ServerSSHAllowed      bool `json:"server_ssh_allowed,omitempty"`
+	DisableClientRoutes   bool `json:"disable_client_routes,omitempty"`
+	DisableServerRoutes   bool `json:"disable_server_routes,omitempty"`
+	DisableDNS            bool `json:"disable_dns,omitempty"`
+	DisableFirewall       bool `json:"disable_firewall,omitempty"`
+	BlockLANAccess        bool `json:"block_lan_access,omitempty"`
+	BlockInbound          bool `json:"block_inbound,omitempty"`
+	LazyConnectionEnabled bool `json:"lazy_connection_enabled,omitempty"`
 }
 
 // Peer is one registered machine.

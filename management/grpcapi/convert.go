@@ -56,6 +56,14 @@ func metaFromProto(m *mgmtpb.PeerSystemMeta) account.Meta {
 		ProductName:    clip(m.GetSysProductName()),
 		Manufacturer:   clip(m.GetSysManufacturer()),
 	}
+	if f := m.GetFlags(); f != nil {
+		out.Flags = account.LocalFlags{
+			RosenpassEnabled: f.GetRosenpassEnabled(), RosenpassPermissive: f.GetRosenpassPermissive(),
+			ServerSSHAllowed: f.GetServerSSHAllowed(), DisableClientRoutes: f.GetDisableClientRoutes(),
+			DisableServerRoutes: f.GetDisableServerRoutes(), DisableDNS: f.GetDisableDNS(), DisableFirewall: f.GetDisableFirewall(),
+			BlockLANAccess: f.GetBlockLANAccess(), BlockInbound: f.GetBlockInbound(), LazyConnectionEnabled: f.GetLazyConnectionEnabled(),
+		}
+	}
 	for i, a := range m.GetNetworkAddresses() {
 		if i == 32 {
 			break

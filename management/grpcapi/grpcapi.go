@@ -32,6 +32,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/networkmap"
+	"github.com/wiremesh/wiremesh/management/peerconns"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/setupkey"
 	"github.com/wiremesh/wiremesh/management/store"
@@ -104,6 +105,9 @@ type Options struct {
 	// Ended learns that a peer's current Sync stream ended (nil: nobody);
 	// temporary peers are removed then.
 	Ended SyncEnder
+	// Conns keeps the connection reports of our agents (P2P, relayed)
+	// while their streams are open; nil: reports are ignored.
+	Conns *peerconns.Tracker
 	Log   *slog.Logger
 	Now   func() time.Time
 }

@@ -30,7 +30,8 @@ type snapEntry struct {
 	steps  []step // how each loaded state led to the next, oldest first
 	// checked is when the last read of the account's serial began: the
 	// state is current for every change committed before then.
-	checked time.Time
+	checked   time.Time
+	keysIndex // the peers by key, for connection reports (conns.go)
 }
 
 func (c *snapshots) entry(acc account.ID) *snapEntry {

@@ -75,10 +75,12 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 			// gone by now, so use a short fresh one.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
+			s.o.Conns.Close(peer.AccountID, peer.ID)
 			_ = s.o.Peers.SetConnected(cctx, peer.AccountID, peer.ID, false)
 			s.syncEnded(cctx, peer.AccountID, peer.ID)
 		}
 	}()
+	s.o.Conns.Open(peer.AccountID, peer.ID)
 	if err := s.o.Peers.SetConnected(ctx, peer.AccountID, peer.ID, true); err != nil {
 		s.o.Log.WarnContext(ctx, "mark connected", "peer", peer.ID, "err", err)
 	}
@@ -268,11 +270,21 @@ func (s *Server) SyncMeta(ctx context.Context, req *mgmtpb.EncryptedMessage) (*m
 	if r.GetMeta() == nil {
 		return nil, status.Error(codes.FailedPrecondition, "peer system meta is required")
 	}
-	if _, err := s.registeredPeer(ctx, pk); err != nil {
+	p, err := s.registeredPeer(ctx, pk)
+	if err != nil {
 		return nil, err
 	}
-	if err := s.o.Peers.UpdateMeta(ctx, pk, metaFrom(ctx, r.GetMeta())); err != nil {
-		return nil, status.Error(codes.Internal, "update meta")
+	meta := metaFrom(ctx, r.GetMeta())
+	entries := connEntries(r.GetMeta())
+	// Our agents send their whole metadata with every connection report:
+	// only a change is written (official clients always are).
+	if r.GetMeta().GetWiremeshConnections() == nil || !sameMeta(p.Meta, meta) {
+		if err := s.o.Peers.UpdateMeta(ctx, pk, meta); err != nil {
+			return nil, status.Error(codes.Internal, "update meta")
+		}
+	}
+	if r.GetMeta().GetWiremeshConnections() != nil {
+		s.reportConns(ctx, p, entries)
 	}
 	return &mgmtpb.Empty{}, nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/dnsadmin"
 	"github.com/wiremesh/wiremesh/management/idp"
 	"github.com/wiremesh/wiremesh/management/jobs"
+	"github.com/wiremesh/wiremesh/management/peerconns"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/releasecheck"
 	"github.com/wiremesh/wiremesh/management/routing"
@@ -72,7 +73,10 @@ type Options struct {
 	// Releases reports the latest released versions for
 	// GET /api/instance/version (nil: the check is off, they are unknown).
 	Releases *releasecheck.Checker
-	Log      *slog.Logger
+	// Conns holds our agents' connection reports (P2P, relayed), shown
+	// on the peers; nil: none is shown.
+	Conns *peerconns.Tracker
+	Log   *slog.Logger
 }
 
 // API is the REST handler.

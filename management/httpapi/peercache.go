@@ -13,6 +13,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/networkmap"
+	"github.com/wiremesh/wiremesh/management/peerconns"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/users"
 )
@@ -75,7 +76,7 @@ func (l *peerList) size() int { return len(l.buf) + 600*len(l.peers) }
 // appendPeer appends the i-th peer with its connection state, login
 // expiry at now and, when count is not negative, its count of accessible
 // peers.
-func (l *peerList) appendPeer(b []byte, i int, s store.PeerState, now time.Time, count int) []byte {
+func (l *peerList) appendPeer(b []byte, i int, s store.PeerState, now time.Time, count int, cs *connCounts, list []peerConnJSON) []byte {
 	lp := &l.peers[i]
 	from := 0
 	if i > 0 {
@@ -96,7 +97,7 @@ func (l *peerList) appendPeer(b []byte, i int, s store.PeerState, now time.Time,
 	if count >= 0 {
 		b = strconv.AppendInt(append(b, `,"accessible_peers_count":`...), int64(count), 10)
 	}
-	return append(b, '}')
+	return append(appendConns(b, cs, list), '}')
 }
 
 // place finds id's position in the list for a read that lists the peers
@@ -214,6 +215,9 @@ func (a *API) listAllPeers(w http.ResponseWriter, r *http.Request, acc account.I
 		return err
 	}
 	lw := listWriter{w: w, l: l, counts: l.countsIn(reach), now: now, name: r.URL.Query().Get("name"), ip: r.URL.Query().Get("ip")}
+	// Connection reports are live: read for every answer, like states.
+	lw.conns, lw.hasConns = make([]peerconns.Counts, len(l.peers)), make([]bool, len(l.peers))
+	a.o.Conns.CountsOf(acc, func(i int) account.PeerID { return l.peers[i].p.ID }, len(l.peers), lw.conns, lw.hasConns)
 	if fresh != nil {
 		return lw.write(fresh)
 	}
@@ -358,6 +362,9 @@ type listWriter struct {
 	now      time.Time
 	name, ip string // the filters
 	sent     bool   // the status and part of the answer are out
+	// conns[i] is the i-th peer's connection report, when hasConns[i].
+	conns    []peerconns.Counts
+	hasConns []bool
 }
 
 func (lw *listWriter) write(ps *peerStates) error {
@@ -379,7 +386,12 @@ func (lw *listWriter) write(ps *peerStates) error {
 			b = append(b, ',')
 		}
 		first = false
-		b = l.appendPeer(b, i, ps.states[i], lw.now, int(lw.counts[i]))
+		var cs *connCounts
+		if i < len(lw.hasConns) && lw.hasConns[i] {
+			c := lw.conns[i] // no allocation per peer
+			cs = &connCounts{P2P: c.P2P, Relayed: c.Relayed, Connecting: c.Connecting}
+		}
+		b = l.appendPeer(b, i, ps.states[i], lw.now, int(lw.counts[i]), cs, nil)
 		if len(b) >= writeChunk {
 			if !lw.flush(b) {
 				return nil // the client left; the status is sent
@@ -444,5 +456,6 @@ func (a *API) cachedPeer(w http.ResponseWriter, r *http.Request, acc account.ID,
 		// Added after the revision read: not cached.
 		return false, nil
 	}
-	return true, writeRaw(w, append(l.appendPeer(nil, i, s, time.Now(), -1), '\n'))
+	cs, list := a.connsOf(acc, id, true)
+	return true, writeRaw(w, append(l.appendPeer(nil, i, s, time.Now(), -1, cs, list), '\n'))
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/access"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/httpapi"
+	"github.com/wiremesh/wiremesh/management/peerconns"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/setupkey"
 	"github.com/wiremesh/wiremesh/management/store"
@@ -32,7 +33,7 @@ type instance struct {
 	url   string
 }
 
-func newInstance(t *testing.T, cfg store.Config) *instance {
+func newInstance(t *testing.T, cfg store.Config, conns *peerconns.Tracker) *instance {
 	t.Helper()
 	st, err := store.Open(context.Background(), cfg)
 	if err != nil {
@@ -42,7 +43,7 @@ func newInstance(t *testing.T, cfg store.Config) *instance {
 	hub := updates.NewHub()
 	ps := peers.New(st, hub, nil, nil)
 	srv := httptest.NewServer(httpapi.New(httpapi.Options{Store: st, Users: users.New(users.Options{Store: st, Notify: hub, LocalIdP: true}),
-		Peers: ps, Access: access.New(st, hub, nil)}))
+		Peers: ps, Access: access.New(st, hub, nil), Conns: conns}))
 	t.Cleanup(srv.Close)
 	return &instance{st: st, peers: ps, url: srv.URL}
 }
@@ -77,7 +78,10 @@ func TestPeerViewsCached(t *testing.T) { engines.Each(t, testPeerViewsCached) }
 func testPeerViewsCached(t *testing.T, eng storetest.Engine) {
 	ctx := context.Background()
 	cfg := eng.Config(t)
-	a, b := newInstance(t, cfg), newInstance(t, cfg)
+	// The instances share the connection reports (a test stand-in for
+	// the agents reporting to each), so a fresh one shows them too.
+	conns := peerconns.New()
+	a, b := newInstance(t, cfg, conns), newInstance(t, cfg, conns)
 	setup := obj(client{t: t, base: a.url, auth: ""}.call("POST", "/api/setup", map[string]any{"email": "owner@example.com", "password": ownerPassword, "name": "Owner", "create_pat": true}, 200))
 	token := setup["personal_access_token"].(string)
 	owner := client{t: t, base: a.url, auth: "Token " + token}
@@ -125,7 +129,7 @@ func testPeerViewsCached(t *testing.T, eng storetest.Engine) {
 	}
 	check := func(step string) {
 		t.Helper()
-		fresh := newInstance(t, cfg)
+		fresh := newInstance(t, cfg, conns)
 		for _, path := range paths() {
 			want := fresh.raw(t, token, path)
 			for name, in := range map[string]*instance{"a": a, "b": b} {
@@ -156,6 +160,42 @@ func testPeerViewsCached(t *testing.T, eng storetest.Engine) {
 	check("connected")
 	if !strings.Contains(a.raw(t, token, "/api/peers?name=host-1"), `"connected":true`) {
 		t.Fatal("the connection is not shown")
+	}
+
+	// A connection report (live state: neither serial nor view revision)
+	// is in the next answer, changed or gone.
+	conns.Open(accID, account.PeerID(ids[0]))
+	for _, tc := range []struct {
+		report []peerconns.Conn
+		list   string
+		peer   []string // its peer_connections entries (in peer ID order)
+	}{
+		{[]peerconns.Conn{{Peer: account.PeerID(ids[1]), Type: peerconns.P2P}, {Peer: account.PeerID(ids[2]), Type: peerconns.Relayed, Latency: 1500 * time.Microsecond}},
+			`"connections":{"p2p":1,"relayed":1,"connecting":0}`,
+			[]string{`{"peer_id":"` + ids[1] + `","type":"p2p"}`, `{"peer_id":"` + ids[2] + `","type":"relayed","latency_ms":1.5}`}},
+		{[]peerconns.Conn{{Peer: account.PeerID(ids[1]), Type: peerconns.Relayed}, {Peer: account.PeerID(ids[2]), Type: peerconns.Connecting}},
+			`"connections":{"p2p":0,"relayed":1,"connecting":1}`,
+			[]string{`{"peer_id":"` + ids[1] + `","type":"relayed"}`, `{"peer_id":"` + ids[2] + `","type":"connecting"}`}},
+	} {
+		if !conns.Report(accID, account.PeerID(ids[0]), tc.report) {
+			t.Fatal("report refused with the stream open")
+		}
+		check("connection report")
+		if got := a.raw(t, token, "/api/peers"); !strings.Contains(got, tc.list) {
+			t.Fatalf("the list does not show the report %s:\n%s", tc.list, got)
+		}
+		if ids[1] > ids[2] {
+			tc.peer[0], tc.peer[1] = tc.peer[1], tc.peer[0]
+		}
+		want := tc.list + `,"peer_connections":[` + strings.Join(tc.peer, ",") + "]}"
+		if got := a.raw(t, token, "/api/peers/"+ids[0]); !strings.Contains(got, want) {
+			t.Fatalf("the peer does not show the report %s:\n%s", want, got)
+		}
+	}
+	conns.Close(accID, account.PeerID(ids[0]))
+	check("connection report gone")
+	if got := a.raw(t, token, "/api/peers"); strings.Contains(got, `"connections"`) {
+		t.Fatalf("the list still shows a report after the stream closed:\n%s", got)
 	}
 
 	// A rename, a group, a policy between it and the rest.

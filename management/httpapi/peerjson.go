@@ -48,13 +48,13 @@ func (p *peerJSON) appendJSON(b []byte) []byte {
 	if p.AccessiblePeersCount != nil {
 		b = strconv.AppendInt(append(b, `,"accessible_peers_count":`...), int64(*p.AccessiblePeersCount), 10)
 	}
-	return append(b, '}')
+	return append(appendConns(b, p.Connections, p.PeerConnections), '}')
 }
 
 // A peer's JSON in parts, around the fields that change without a new
 // serial or view revision (connected, last_seen, login_expired,
 // accessible_peers_count): the head up to connection_ip, the middle from
-// os to login_expiration_enabled, the tail from last_login to ephemeral.
+// os to login_expiration_enabled, the tail from last_login to local_flags.
 
 func (p *peerJSON) appendHead(b []byte) []byte {
 	b = appendField(b, `{"id":`, p.ID)
@@ -114,7 +114,22 @@ func (p *peerJSON) appendTail(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
-	return appendBool(b, `,"ephemeral":`, p.Ephemeral)
+	b = appendBool(b, `,"ephemeral":`, p.Ephemeral)
+	return p.LocalFlags.appendJSON(append(b, `,"local_flags":`...))
+}
+
+func (f localFlagsJSON) appendJSON(b []byte) []byte {
+	b = appendBool(b, `{"rosenpass_enabled":`, f.RosenpassEnabled)
+	b = appendBool(b, `,"rosenpass_permissive":`, f.RosenpassPermissive)
+	b = appendBool(b, `,"server_ssh_allowed":`, f.ServerSSHAllowed)
+	b = appendBool(b, `,"disable_client_routes":`, f.DisableClientRoutes)
+	b = appendBool(b, `,"disable_server_routes":`, f.DisableServerRoutes)
+	b = appendBool(b, `,"disable_dns":`, f.DisableDNS)
+	b = appendBool(b, `,"disable_firewall":`, f.DisableFirewall)
+	b = appendBool(b, `,"block_lan_access":`, f.BlockLANAccess)
+	b = appendBool(b, `,"block_inbound":`, f.BlockInbound)
+	b = appendBool(b, `,"lazy_connection_enabled":`, f.LazyConnectionEnabled)
+	return append(b, '}')
 }
 
 func appendField(b []byte, key, v string) []byte { return appendString(append(b, key...), v) }

@@ -28,7 +28,9 @@ func TestPeerJSONMatchesEncodingJSON(t *testing.T) {
 	for i, s := range strs {
 		p := peerJSON{ID: s, Name: s, CreatedAt: s, IP: s, ConnectionIP: s, Connected: i%2 == 0, LastSeen: s, OS: s, KernelVersion: s, GeonameID: i - 3,
 			Version: s, UIVersion: s, SSHEnabled: i%3 == 0, UserID: s, Hostname: s, DNSLabel: s, LoginExpirationEnabled: i%2 == 1, LoginExpired: i%4 == 0,
-			LastLogin: s, InactivityExpirationEnabled: true, ApprovalRequired: i%5 == 0, CountryCode: s, CityName: s, SerialNumber: s, Ephemeral: i%2 == 0}
+			LastLogin: s, InactivityExpirationEnabled: true, ApprovalRequired: i%5 == 0, CountryCode: s, CityName: s, SerialNumber: s, Ephemeral: i%2 == 0,
+			LocalFlags: localFlagsJSON{RosenpassEnabled: i%2 == 0, ServerSSHAllowed: i%3 == 0, DisableClientRoutes: i%2 == 1, DisableServerRoutes: i%3 == 1,
+				DisableDNS: i%4 == 1, DisableFirewall: i%5 == 1, BlockLANAccess: i%3 == 2, BlockInbound: i%4 == 2, LazyConnectionEnabled: i%2 == 0, RosenpassPermissive: i%5 == 2}}
 		switch i % 3 {
 		case 0:
 			p.Groups, p.ExtraDNSLabels = []groupMinimum{}, []string{}
@@ -36,6 +38,11 @@ func TestPeerJSONMatchesEncodingJSON(t *testing.T) {
 			p.Groups = []groupMinimum{{ID: s, Name: s, PeersCount: i, ResourcesCount: 0}, {ID: "g2", Name: "All", PeersCount: 10000}}
 			p.ExtraDNSLabels = []string{s, "x"}
 			p.AccessiblePeersCount = &n
+		}
+		if i%2 == 1 { // a connection report (our extension)
+			ms := float64(i) * 0.137
+			p.Connections = &connCounts{P2P: i, Relayed: 1, Connecting: i % 3}
+			p.PeerConnections = []peerConnJSON{{PeerID: s, Type: "p2p", LatencyMS: &ms}, {PeerID: "x", Type: "connecting"}}
 		}
 		ps = append(ps, p)
 	}

@@ -58,7 +58,28 @@ type peerJSON struct {
 	SerialNumber                string         `json:"serial_number"`
 	ExtraDNSLabels              []string       `json:"extra_dns_labels"`
 	Ephemeral                   bool           `json:"ephemeral"`
+	LocalFlags                  localFlagsJSON `json:"local_flags"`
 	AccessiblePeersCount        *int           `json:"accessible_peers_count,omitempty"`
+	// Our extension (docs/extensions.md): how the peer's connections go,
+	// as our agent reports them; absent for peers that report nothing
+	// (official clients, offline peers). The list is on GET /api/peers/{id}.
+	Connections     *connCounts    `json:"connections,omitempty"`
+	PeerConnections []peerConnJSON `json:"peer_connections,omitempty"`
+}
+
+// localFlagsJSON is SPEC-rest's PeerLocalFlags: what the peer's agent
+// reports of its local settings.
+type localFlagsJSON struct {
+	RosenpassEnabled      bool `json:"rosenpass_enabled"`
+	RosenpassPermissive   bool `json:"rosenpass_permissive"`
+	ServerSSHAllowed      bool `json:"server_ssh_allowed"`
+	DisableClientRoutes   bool `json:"disable_client_routes"`
+	DisableServerRoutes   bool `json:"disable_server_routes"`
+	DisableDNS            bool `json:"disable_dns"`
+	DisableFirewall       bool `json:"disable_firewall"`
+	BlockLANAccess        bool `json:"block_lan_access"`
+	BlockInbound          bool `json:"block_inbound"`
+	LazyConnectionEnabled bool `json:"lazy_connection_enabled"`
 }
 
 // peerView is what the peer endpoints read of an account.
@@ -146,7 +167,8 @@ func (v peerView) toPeer(p account.Peer, now time.Time) peerJSON {
 		OS: os, KernelVersion: p.Meta.KernelVersion, Version: p.Meta.NetbirdVersion, UIVersion: p.Meta.UIVersion, Groups: groups,
 		UserID: string(p.UserID), Hostname: p.Meta.Hostname, DNSLabel: p.FQDN(v.acc.Domain), LoginExpirationEnabled: p.LoginExpirationEnabled,
 		LoginExpired: v.acc.Settings.Expired(p, now), LastLogin: ts(p.LastLogin), SerialNumber: p.Meta.SerialNumber,
-		ExtraDNSLabels: []string{}, Ephemeral: p.Ephemeral, ApprovalRequired: p.ApprovalRequired}
+		ExtraDNSLabels: []string{}, Ephemeral: p.Ephemeral, ApprovalRequired: p.ApprovalRequired,
+		LocalFlags: localFlagsJSON(p.Meta.Flags)}
 }
 
 // listPeers lists the peers the caller may see: all from the cached list
@@ -185,6 +207,7 @@ func (a *API) listPeers(w http.ResponseWriter, r *http.Request, caller account.U
 		j := v.toPeer(p, now)
 		n := counts[p.ID]
 		j.AccessiblePeersCount = &n
+		j.Connections, _ = a.connsOf(caller.AccountID, p.ID, false)
 		out = append(out, j)
 	}
 	return writePeers(w, out)
@@ -245,7 +268,9 @@ func (a *API) getPeer(w http.ResponseWriter, r *http.Request, caller account.Use
 	if err != nil {
 		return err
 	}
-	return ok(w, v.toPeer(p, time.Now()))
+	j := v.toPeer(p, time.Now())
+	j.Connections, j.PeerConnections = a.connsOf(caller.AccountID, p.ID, true)
+	return ok(w, j)
 }
 
 func (a *API) updatePeer(w http.ResponseWriter, r *http.Request, caller account.User) error {

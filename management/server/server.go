@@ -31,6 +31,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/httpapi"
 	"github.com/wiremesh/wiremesh/management/idp"
 	"github.com/wiremesh/wiremesh/management/jobs"
+	"github.com/wiremesh/wiremesh/management/peerconns"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/releasecheck"
 	"github.com/wiremesh/wiremesh/management/routing"
@@ -212,10 +213,11 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	jo := o.Jobs
 	jo.Store, jo.Log, jo.Now = st, o.Log, o.Now
 	js := jobs.New(jo)
-	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log, SSO: sso, MaxSyncs: o.MaxSyncs,
+	conns := peerconns.New() // live, like connected: shared by gRPC (writes) and REST (reads)
+	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, Conns: conns, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log, SSO: sso, MaxSyncs: o.MaxSyncs,
 		TrustedProxies: o.TrustedProxies, Now: o.Now, JobFirstMessage: o.JobFirstMessage, Ended: ps, Jobs: js})
 	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Access: access.New(st, hub, o.Log), Routing: routing.New(st, hub, routing.Options{Log: o.Log}), DNS: dnsadmin.New(st, hub, dnsadmin.Options{Log: o.Log}), DashboardOrigins: o.DashboardOrigins, Log: o.Log,
-		Jobs: js, TrustedProxies: o.TrustedProxies, Releases: o.Releases}
+		Jobs: js, TrustedProxies: o.TrustedProxies, Releases: o.Releases, Conns: conns}
 	if verifier != nil {
 		ropts.JWT = verifier
 	}

@@ -542,7 +542,10 @@ type LoginRequest struct {
 	Hostname            string  `protobuf:"bytes,9,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	InterfaceName       *string `protobuf:"bytes,11,opt,name=interfaceName,proto3,oneof" json:"interfaceName,omitempty"`
 	WireguardPort       *int64  `protobuf:"varint,12,opt,name=wireguardPort,proto3,oneof" json:"wireguardPort,omitempty"`
+	DisableClientRoutes *bool   `protobuf:"varint,20,opt,name=disable_client_routes,json=disableClientRoutes,proto3,oneof" json:"disable_client_routes,omitempty"`
+	DisableServerRoutes *bool   `protobuf:"varint,21,opt,name=disable_server_routes,json=disableServerRoutes,proto3,oneof" json:"disable_server_routes,omitempty"`
 	DisableDns          *bool   `protobuf:"varint,22,opt,name=disable_dns,json=disableDns,proto3,oneof" json:"disable_dns,omitempty"`
+	BlockLanAccess      *bool   `protobuf:"varint,24,opt,name=block_lan_access,json=blockLanAccess,proto3,oneof" json:"block_lan_access,omitempty"`
 	ProfileName         *string `protobuf:"bytes,30,opt,name=profileName,proto3,oneof" json:"profileName,omitempty"`
 	Mtu                 *int64  `protobuf:"varint,32,opt,name=mtu,proto3,oneof" json:"mtu,omitempty"`
 	// Our own fields.
@@ -644,9 +647,30 @@ func (x *LoginRequest) GetWireguardPort() int64 {
 	return 0
 }
 
+func (x *LoginRequest) GetDisableClientRoutes() bool {
+	if x != nil && x.DisableClientRoutes != nil {
+		return *x.DisableClientRoutes
+	}
+	return false
+}
+
+func (x *LoginRequest) GetDisableServerRoutes() bool {
+	if x != nil && x.DisableServerRoutes != nil {
+		return *x.DisableServerRoutes
+	}
+	return false
+}
+
 func (x *LoginRequest) GetDisableDns() bool {
 	if x != nil && x.DisableDns != nil {
 		return *x.DisableDns
+	}
+	return false
+}
+
+func (x *LoginRequest) GetBlockLanAccess() bool {
+	if x != nil && x.BlockLanAccess != nil {
+		return *x.BlockLanAccess
 	}
 	return false
 }
@@ -2317,7 +2341,7 @@ const file_daemon_proto_rawDesc = "" +
 	"\x17GetActiveProfileRequest\"X\n" +
 	"\x18GetActiveProfileResponse\x12 \n" +
 	"\vprofileName\x18\x01 \x01(\tR\vprofileName\x12\x1a\n" +
-	"\busername\x18\x02 \x01(\tR\busername\"\xde\x04\n" +
+	"\busername\x18\x02 \x01(\tR\busername\"\xc8\x06\n" +
 	"\fLoginRequest\x12\x1a\n" +
 	"\bsetupKey\x18\x01 \x01(\tR\bsetupKey\x12&\n" +
 	"\fpreSharedKey\x18\x02 \x01(\tB\x02\x18\x01R\fpreSharedKey\x12$\n" +
@@ -2326,16 +2350,22 @@ const file_daemon_proto_rawDesc = "" +
 	"\x13isUnixDesktopClient\x18\b \x01(\bR\x13isUnixDesktopClient\x12\x1a\n" +
 	"\bhostname\x18\t \x01(\tR\bhostname\x12)\n" +
 	"\rinterfaceName\x18\v \x01(\tH\x00R\rinterfaceName\x88\x01\x01\x12)\n" +
-	"\rwireguardPort\x18\f \x01(\x03H\x01R\rwireguardPort\x88\x01\x01\x12$\n" +
-	"\vdisable_dns\x18\x16 \x01(\bH\x02R\n" +
-	"disableDns\x88\x01\x01\x12%\n" +
-	"\vprofileName\x18\x1e \x01(\tH\x03R\vprofileName\x88\x01\x01\x12\x15\n" +
-	"\x03mtu\x18  \x01(\x03H\x04R\x03mtu\x88\x01\x01\x12-\n" +
+	"\rwireguardPort\x18\f \x01(\x03H\x01R\rwireguardPort\x88\x01\x01\x127\n" +
+	"\x15disable_client_routes\x18\x14 \x01(\bH\x02R\x13disableClientRoutes\x88\x01\x01\x127\n" +
+	"\x15disable_server_routes\x18\x15 \x01(\bH\x03R\x13disableServerRoutes\x88\x01\x01\x12$\n" +
+	"\vdisable_dns\x18\x16 \x01(\bH\x04R\n" +
+	"disableDns\x88\x01\x01\x12-\n" +
+	"\x10block_lan_access\x18\x18 \x01(\bH\x05R\x0eblockLanAccess\x88\x01\x01\x12%\n" +
+	"\vprofileName\x18\x1e \x01(\tH\x06R\vprofileName\x88\x01\x01\x12\x15\n" +
+	"\x03mtu\x18  \x01(\x03H\aR\x03mtu\x88\x01\x01\x12-\n" +
 	"\x11trustNewServerKey\x18\xe8\a \x01(\bR\x11trustNewServerKey\x120\n" +
-	"\x10exitNodeBlockLan\x18\xe9\a \x01(\bH\x05R\x10exitNodeBlockLan\x88\x01\x01B\x10\n" +
+	"\x10exitNodeBlockLan\x18\xe9\a \x01(\bH\bR\x10exitNodeBlockLan\x88\x01\x01B\x10\n" +
 	"\x0e_interfaceNameB\x10\n" +
-	"\x0e_wireguardPortB\x0e\n" +
-	"\f_disable_dnsB\x0e\n" +
+	"\x0e_wireguardPortB\x18\n" +
+	"\x16_disable_client_routesB\x18\n" +
+	"\x16_disable_server_routesB\x0e\n" +
+	"\f_disable_dnsB\x13\n" +
+	"\x11_block_lan_accessB\x0e\n" +
 	"\f_profileNameB\x06\n" +
 	"\x04_mtuB\x13\n" +
 	"\x11_exitNodeBlockLan\"\xb5\x01\n" +

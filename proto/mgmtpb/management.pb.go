@@ -337,6 +337,58 @@ func (ExposeProtocol) EnumDescriptor() ([]byte, []int) {
 	return file_management_proto_rawDescGZIP(), []int{5}
 }
 
+type WiremeshConnection_Type int32
+
+const (
+	WiremeshConnection_UNKNOWN    WiremeshConnection_Type = 0
+	WiremeshConnection_CONNECTING WiremeshConnection_Type = 1
+	WiremeshConnection_P2P        WiremeshConnection_Type = 2
+	WiremeshConnection_RELAYED    WiremeshConnection_Type = 3
+)
+
+// Enum value maps for WiremeshConnection_Type.
+var (
+	WiremeshConnection_Type_name = map[int32]string{
+		0: "UNKNOWN",
+		1: "CONNECTING",
+		2: "P2P",
+		3: "RELAYED",
+	}
+	WiremeshConnection_Type_value = map[string]int32{
+		"UNKNOWN":    0,
+		"CONNECTING": 1,
+		"P2P":        2,
+		"RELAYED":    3,
+	}
+)
+
+func (x WiremeshConnection_Type) Enum() *WiremeshConnection_Type {
+	p := new(WiremeshConnection_Type)
+	*p = x
+	return p
+}
+
+func (x WiremeshConnection_Type) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WiremeshConnection_Type) Descriptor() protoreflect.EnumDescriptor {
+	return file_management_proto_enumTypes[6].Descriptor()
+}
+
+func (WiremeshConnection_Type) Type() protoreflect.EnumType {
+	return &file_management_proto_enumTypes[6]
+}
+
+func (x WiremeshConnection_Type) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WiremeshConnection_Type.Descriptor instead.
+func (WiremeshConnection_Type) EnumDescriptor() ([]byte, []int) {
+	return file_management_proto_rawDescGZIP(), []int{7, 0}
+}
+
 type HostConfig_Protocol int32
 
 const (
@@ -376,11 +428,11 @@ func (x HostConfig_Protocol) String() string {
 }
 
 func (HostConfig_Protocol) Descriptor() protoreflect.EnumDescriptor {
-	return file_management_proto_enumTypes[6].Descriptor()
+	return file_management_proto_enumTypes[7].Descriptor()
 }
 
 func (HostConfig_Protocol) Type() protoreflect.EnumType {
-	return &file_management_proto_enumTypes[6]
+	return &file_management_proto_enumTypes[7]
 }
 
 func (x HostConfig_Protocol) Number() protoreflect.EnumNumber {
@@ -389,7 +441,7 @@ func (x HostConfig_Protocol) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HostConfig_Protocol.Descriptor instead.
 func (HostConfig_Protocol) EnumDescriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{17, 0}
+	return file_management_proto_rawDescGZIP(), []int{19, 0}
 }
 
 type DeviceAuthorizationFlowProvider int32
@@ -419,11 +471,11 @@ func (x DeviceAuthorizationFlowProvider) String() string {
 }
 
 func (DeviceAuthorizationFlowProvider) Descriptor() protoreflect.EnumDescriptor {
-	return file_management_proto_enumTypes[7].Descriptor()
+	return file_management_proto_enumTypes[8].Descriptor()
 }
 
 func (DeviceAuthorizationFlowProvider) Type() protoreflect.EnumType {
-	return &file_management_proto_enumTypes[7]
+	return &file_management_proto_enumTypes[8]
 }
 
 func (x DeviceAuthorizationFlowProvider) Number() protoreflect.EnumNumber {
@@ -432,7 +484,7 @@ func (x DeviceAuthorizationFlowProvider) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DeviceAuthorizationFlowProvider.Descriptor instead.
 func (DeviceAuthorizationFlowProvider) EnumDescriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{31, 0}
+	return file_management_proto_rawDescGZIP(), []int{33, 0}
 }
 
 type EncryptedMessage struct {
@@ -740,8 +792,12 @@ type PeerSystemMeta struct {
 	Flags              *Flags                 `protobuf:"bytes,17,opt,name=flags,proto3" json:"flags,omitempty"`
 	Capabilities       []PeerCapability       `protobuf:"varint,18,rep,packed,name=capabilities,proto3,enum=management.PeerCapability" json:"capabilities,omitempty"`
 	SyncMessageVersion int32                  `protobuf:"varint,19,opt,name=syncMessageVersion,proto3" json:"syncMessageVersion,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// wiremesh extension (servers that do not know it ignore it; official
+	// clients never send it): how this peer's connections to its remote
+	// peers go, for the dashboard's P2P/relayed view. Read on SyncMeta only.
+	WiremeshConnections *WiremeshConnections `protobuf:"bytes,1000,opt,name=wiremeshConnections,proto3" json:"wiremeshConnections,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *PeerSystemMeta) Reset() {
@@ -907,6 +963,121 @@ func (x *PeerSystemMeta) GetSyncMessageVersion() int32 {
 	return 0
 }
 
+func (x *PeerSystemMeta) GetWiremeshConnections() *WiremeshConnections {
+	if x != nil {
+		return x.WiremeshConnections
+	}
+	return nil
+}
+
+// WiremeshConnections is sent by wiremesh agents only: the state of every
+// connection to a remote peer (at most 4,096; the server ignores the rest).
+type WiremeshConnections struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Connections   []*WiremeshConnection  `protobuf:"bytes,1,rep,name=connections,proto3" json:"connections,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WiremeshConnections) Reset() {
+	*x = WiremeshConnections{}
+	mi := &file_management_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WiremeshConnections) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WiremeshConnections) ProtoMessage() {}
+
+func (x *WiremeshConnections) ProtoReflect() protoreflect.Message {
+	mi := &file_management_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WiremeshConnections.ProtoReflect.Descriptor instead.
+func (*WiremeshConnections) Descriptor() ([]byte, []int) {
+	return file_management_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *WiremeshConnections) GetConnections() []*WiremeshConnection {
+	if x != nil {
+		return x.Connections
+	}
+	return nil
+}
+
+type WiremeshConnection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The remote peer's WireGuard public key (base64).
+	WgPubKey string                  `protobuf:"bytes,1,opt,name=wgPubKey,proto3" json:"wgPubKey,omitempty"`
+	Type     WiremeshConnection_Type `protobuf:"varint,2,opt,name=type,proto3,enum=management.WiremeshConnection_Type" json:"type,omitempty"`
+	// Round-trip time to the peer in microseconds; 0: not measured.
+	LatencyMicros uint32 `protobuf:"varint,3,opt,name=latencyMicros,proto3" json:"latencyMicros,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WiremeshConnection) Reset() {
+	*x = WiremeshConnection{}
+	mi := &file_management_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WiremeshConnection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WiremeshConnection) ProtoMessage() {}
+
+func (x *WiremeshConnection) ProtoReflect() protoreflect.Message {
+	mi := &file_management_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WiremeshConnection.ProtoReflect.Descriptor instead.
+func (*WiremeshConnection) Descriptor() ([]byte, []int) {
+	return file_management_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *WiremeshConnection) GetWgPubKey() string {
+	if x != nil {
+		return x.WgPubKey
+	}
+	return ""
+}
+
+func (x *WiremeshConnection) GetType() WiremeshConnection_Type {
+	if x != nil {
+		return x.Type
+	}
+	return WiremeshConnection_UNKNOWN
+}
+
+func (x *WiremeshConnection) GetLatencyMicros() uint32 {
+	if x != nil {
+		return x.LatencyMicros
+	}
+	return 0
+}
+
 type NetworkAddress struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NetIP         string                 `protobuf:"bytes,1,opt,name=netIP,proto3" json:"netIP,omitempty"`
@@ -917,7 +1088,7 @@ type NetworkAddress struct {
 
 func (x *NetworkAddress) Reset() {
 	*x = NetworkAddress{}
-	mi := &file_management_proto_msgTypes[6]
+	mi := &file_management_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1100,7 @@ func (x *NetworkAddress) String() string {
 func (*NetworkAddress) ProtoMessage() {}
 
 func (x *NetworkAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[6]
+	mi := &file_management_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1113,7 @@ func (x *NetworkAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkAddress.ProtoReflect.Descriptor instead.
 func (*NetworkAddress) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{6}
+	return file_management_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *NetworkAddress) GetNetIP() string {
@@ -969,7 +1140,7 @@ type Environment struct {
 
 func (x *Environment) Reset() {
 	*x = Environment{}
-	mi := &file_management_proto_msgTypes[7]
+	mi := &file_management_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1152,7 @@ func (x *Environment) String() string {
 func (*Environment) ProtoMessage() {}
 
 func (x *Environment) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[7]
+	mi := &file_management_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1165,7 @@ func (x *Environment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Environment.ProtoReflect.Descriptor instead.
 func (*Environment) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{7}
+	return file_management_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Environment) GetCloud() string {
@@ -1022,7 +1193,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_management_proto_msgTypes[8]
+	mi := &file_management_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1205,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[8]
+	mi := &file_management_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1218,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{8}
+	return file_management_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *File) GetPath() string {
@@ -1095,7 +1266,7 @@ type Flags struct {
 
 func (x *Flags) Reset() {
 	*x = Flags{}
-	mi := &file_management_proto_msgTypes[9]
+	mi := &file_management_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1278,7 @@ func (x *Flags) String() string {
 func (*Flags) ProtoMessage() {}
 
 func (x *Flags) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[9]
+	mi := &file_management_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1291,7 @@ func (x *Flags) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flags.ProtoReflect.Descriptor instead.
 func (*Flags) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{9}
+	return file_management_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Flags) GetRosenpassEnabled() bool {
@@ -1247,7 +1418,7 @@ type LoginResponse struct {
 
 func (x *LoginResponse) Reset() {
 	*x = LoginResponse{}
-	mi := &file_management_proto_msgTypes[10]
+	mi := &file_management_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1430,7 @@ func (x *LoginResponse) String() string {
 func (*LoginResponse) ProtoMessage() {}
 
 func (x *LoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[10]
+	mi := &file_management_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1443,7 @@ func (x *LoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginResponse.ProtoReflect.Descriptor instead.
 func (*LoginResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{10}
+	return file_management_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LoginResponse) GetNetbirdConfig() *NetbirdConfig {
@@ -1315,7 +1486,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_management_proto_msgTypes[11]
+	mi := &file_management_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1498,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[11]
+	mi := &file_management_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1511,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{11}
+	return file_management_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SyncRequest) GetMeta() *PeerSystemMeta {
@@ -1375,7 +1546,7 @@ type WiremeshCapabilities struct {
 
 func (x *WiremeshCapabilities) Reset() {
 	*x = WiremeshCapabilities{}
-	mi := &file_management_proto_msgTypes[12]
+	mi := &file_management_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1558,7 @@ func (x *WiremeshCapabilities) String() string {
 func (*WiremeshCapabilities) ProtoMessage() {}
 
 func (x *WiremeshCapabilities) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[12]
+	mi := &file_management_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1571,7 @@ func (x *WiremeshCapabilities) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WiremeshCapabilities.ProtoReflect.Descriptor instead.
 func (*WiremeshCapabilities) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{12}
+	return file_management_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WiremeshCapabilities) GetNetworkMapDeltas() bool {
@@ -1445,7 +1616,7 @@ type NetworkMapDelta struct {
 
 func (x *NetworkMapDelta) Reset() {
 	*x = NetworkMapDelta{}
-	mi := &file_management_proto_msgTypes[13]
+	mi := &file_management_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1457,7 +1628,7 @@ func (x *NetworkMapDelta) String() string {
 func (*NetworkMapDelta) ProtoMessage() {}
 
 func (x *NetworkMapDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[13]
+	mi := &file_management_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1470,7 +1641,7 @@ func (x *NetworkMapDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkMapDelta.ProtoReflect.Descriptor instead.
 func (*NetworkMapDelta) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{13}
+	return file_management_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NetworkMapDelta) GetBaseSerial() uint64 {
@@ -1524,7 +1695,7 @@ type SyncMetaRequest struct {
 
 func (x *SyncMetaRequest) Reset() {
 	*x = SyncMetaRequest{}
-	mi := &file_management_proto_msgTypes[14]
+	mi := &file_management_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1707,7 @@ func (x *SyncMetaRequest) String() string {
 func (*SyncMetaRequest) ProtoMessage() {}
 
 func (x *SyncMetaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[14]
+	mi := &file_management_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1720,7 @@ func (x *SyncMetaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncMetaRequest.ProtoReflect.Descriptor instead.
 func (*SyncMetaRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{14}
+	return file_management_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SyncMetaRequest) GetMeta() *PeerSystemMeta {
@@ -1579,7 +1750,7 @@ type SyncResponse struct {
 
 func (x *SyncResponse) Reset() {
 	*x = SyncResponse{}
-	mi := &file_management_proto_msgTypes[15]
+	mi := &file_management_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1762,7 @@ func (x *SyncResponse) String() string {
 func (*SyncResponse) ProtoMessage() {}
 
 func (x *SyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[15]
+	mi := &file_management_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1775,7 @@ func (x *SyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
 func (*SyncResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{15}
+	return file_management_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SyncResponse) GetNetbirdConfig() *NetbirdConfig {
@@ -1691,7 +1862,7 @@ type NetbirdConfig struct {
 
 func (x *NetbirdConfig) Reset() {
 	*x = NetbirdConfig{}
-	mi := &file_management_proto_msgTypes[16]
+	mi := &file_management_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1874,7 @@ func (x *NetbirdConfig) String() string {
 func (*NetbirdConfig) ProtoMessage() {}
 
 func (x *NetbirdConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[16]
+	mi := &file_management_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1887,7 @@ func (x *NetbirdConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetbirdConfig.ProtoReflect.Descriptor instead.
 func (*NetbirdConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{16}
+	return file_management_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NetbirdConfig) GetStuns() []*HostConfig {
@@ -1771,7 +1942,7 @@ type HostConfig struct {
 
 func (x *HostConfig) Reset() {
 	*x = HostConfig{}
-	mi := &file_management_proto_msgTypes[17]
+	mi := &file_management_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1954,7 @@ func (x *HostConfig) String() string {
 func (*HostConfig) ProtoMessage() {}
 
 func (x *HostConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[17]
+	mi := &file_management_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1967,7 @@ func (x *HostConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostConfig.ProtoReflect.Descriptor instead.
 func (*HostConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{17}
+	return file_management_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HostConfig) GetUri() string {
@@ -1824,7 +1995,7 @@ type ProtectedHostConfig struct {
 
 func (x *ProtectedHostConfig) Reset() {
 	*x = ProtectedHostConfig{}
-	mi := &file_management_proto_msgTypes[18]
+	mi := &file_management_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +2007,7 @@ func (x *ProtectedHostConfig) String() string {
 func (*ProtectedHostConfig) ProtoMessage() {}
 
 func (x *ProtectedHostConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[18]
+	mi := &file_management_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +2020,7 @@ func (x *ProtectedHostConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProtectedHostConfig.ProtoReflect.Descriptor instead.
 func (*ProtectedHostConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{18}
+	return file_management_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ProtectedHostConfig) GetHostConfig() *HostConfig {
@@ -1884,7 +2055,7 @@ type RelayConfig struct {
 
 func (x *RelayConfig) Reset() {
 	*x = RelayConfig{}
-	mi := &file_management_proto_msgTypes[19]
+	mi := &file_management_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +2067,7 @@ func (x *RelayConfig) String() string {
 func (*RelayConfig) ProtoMessage() {}
 
 func (x *RelayConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[19]
+	mi := &file_management_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1909,7 +2080,7 @@ func (x *RelayConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayConfig.ProtoReflect.Descriptor instead.
 func (*RelayConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{19}
+	return file_management_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RelayConfig) GetUrls() []string {
@@ -1949,7 +2120,7 @@ type FlowConfig struct {
 
 func (x *FlowConfig) Reset() {
 	*x = FlowConfig{}
-	mi := &file_management_proto_msgTypes[20]
+	mi := &file_management_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2132,7 @@ func (x *FlowConfig) String() string {
 func (*FlowConfig) ProtoMessage() {}
 
 func (x *FlowConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[20]
+	mi := &file_management_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2145,7 @@ func (x *FlowConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowConfig.ProtoReflect.Descriptor instead.
 func (*FlowConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{20}
+	return file_management_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FlowConfig) GetUrl() string {
@@ -2042,7 +2213,7 @@ type MetricsConfig struct {
 
 func (x *MetricsConfig) Reset() {
 	*x = MetricsConfig{}
-	mi := &file_management_proto_msgTypes[21]
+	mi := &file_management_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2054,7 +2225,7 @@ func (x *MetricsConfig) String() string {
 func (*MetricsConfig) ProtoMessage() {}
 
 func (x *MetricsConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[21]
+	mi := &file_management_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2067,7 +2238,7 @@ func (x *MetricsConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsConfig.ProtoReflect.Descriptor instead.
 func (*MetricsConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{21}
+	return file_management_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MetricsConfig) GetEnabled() bool {
@@ -2090,7 +2261,7 @@ type JWTConfig struct {
 
 func (x *JWTConfig) Reset() {
 	*x = JWTConfig{}
-	mi := &file_management_proto_msgTypes[22]
+	mi := &file_management_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2102,7 +2273,7 @@ func (x *JWTConfig) String() string {
 func (*JWTConfig) ProtoMessage() {}
 
 func (x *JWTConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[22]
+	mi := &file_management_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,7 +2286,7 @@ func (x *JWTConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JWTConfig.ProtoReflect.Descriptor instead.
 func (*JWTConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{22}
+	return file_management_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *JWTConfig) GetIssuer() string {
@@ -2174,7 +2345,7 @@ type PeerConfig struct {
 
 func (x *PeerConfig) Reset() {
 	*x = PeerConfig{}
-	mi := &file_management_proto_msgTypes[23]
+	mi := &file_management_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2357,7 @@ func (x *PeerConfig) String() string {
 func (*PeerConfig) ProtoMessage() {}
 
 func (x *PeerConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[23]
+	mi := &file_management_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2370,7 @@ func (x *PeerConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerConfig.ProtoReflect.Descriptor instead.
 func (*PeerConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{23}
+	return file_management_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PeerConfig) GetAddress() string {
@@ -2282,7 +2453,7 @@ type AutoUpdateSettings struct {
 
 func (x *AutoUpdateSettings) Reset() {
 	*x = AutoUpdateSettings{}
-	mi := &file_management_proto_msgTypes[24]
+	mi := &file_management_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2465,7 @@ func (x *AutoUpdateSettings) String() string {
 func (*AutoUpdateSettings) ProtoMessage() {}
 
 func (x *AutoUpdateSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[24]
+	mi := &file_management_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2478,7 @@ func (x *AutoUpdateSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoUpdateSettings.ProtoReflect.Descriptor instead.
 func (*AutoUpdateSettings) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{24}
+	return file_management_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AutoUpdateSettings) GetVersion() string {
@@ -2345,7 +2516,7 @@ type NetworkMap struct {
 
 func (x *NetworkMap) Reset() {
 	*x = NetworkMap{}
-	mi := &file_management_proto_msgTypes[25]
+	mi := &file_management_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2528,7 @@ func (x *NetworkMap) String() string {
 func (*NetworkMap) ProtoMessage() {}
 
 func (x *NetworkMap) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[25]
+	mi := &file_management_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2541,7 @@ func (x *NetworkMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkMap.ProtoReflect.Descriptor instead.
 func (*NetworkMap) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{25}
+	return file_management_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NetworkMap) GetSerial() uint64 {
@@ -2475,7 +2646,7 @@ type SSHAuth struct {
 
 func (x *SSHAuth) Reset() {
 	*x = SSHAuth{}
-	mi := &file_management_proto_msgTypes[26]
+	mi := &file_management_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +2658,7 @@ func (x *SSHAuth) String() string {
 func (*SSHAuth) ProtoMessage() {}
 
 func (x *SSHAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[26]
+	mi := &file_management_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +2671,7 @@ func (x *SSHAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SSHAuth.ProtoReflect.Descriptor instead.
 func (*SSHAuth) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{26}
+	return file_management_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SSHAuth) GetUserIDClaim() string {
@@ -2533,7 +2704,7 @@ type MachineUserIndexes struct {
 
 func (x *MachineUserIndexes) Reset() {
 	*x = MachineUserIndexes{}
-	mi := &file_management_proto_msgTypes[27]
+	mi := &file_management_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2545,7 +2716,7 @@ func (x *MachineUserIndexes) String() string {
 func (*MachineUserIndexes) ProtoMessage() {}
 
 func (x *MachineUserIndexes) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[27]
+	mi := &file_management_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2558,7 +2729,7 @@ func (x *MachineUserIndexes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineUserIndexes.ProtoReflect.Descriptor instead.
 func (*MachineUserIndexes) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{27}
+	return file_management_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MachineUserIndexes) GetIndexes() []uint32 {
@@ -2581,7 +2752,7 @@ type RemotePeerConfig struct {
 
 func (x *RemotePeerConfig) Reset() {
 	*x = RemotePeerConfig{}
-	mi := &file_management_proto_msgTypes[28]
+	mi := &file_management_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2593,7 +2764,7 @@ func (x *RemotePeerConfig) String() string {
 func (*RemotePeerConfig) ProtoMessage() {}
 
 func (x *RemotePeerConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[28]
+	mi := &file_management_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2606,7 +2777,7 @@ func (x *RemotePeerConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemotePeerConfig.ProtoReflect.Descriptor instead.
 func (*RemotePeerConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{28}
+	return file_management_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RemotePeerConfig) GetWgPubKey() string {
@@ -2655,7 +2826,7 @@ type SSHConfig struct {
 
 func (x *SSHConfig) Reset() {
 	*x = SSHConfig{}
-	mi := &file_management_proto_msgTypes[29]
+	mi := &file_management_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2667,7 +2838,7 @@ func (x *SSHConfig) String() string {
 func (*SSHConfig) ProtoMessage() {}
 
 func (x *SSHConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[29]
+	mi := &file_management_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2680,7 +2851,7 @@ func (x *SSHConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SSHConfig.ProtoReflect.Descriptor instead.
 func (*SSHConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{29}
+	return file_management_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SSHConfig) GetSshEnabled() bool {
@@ -2712,7 +2883,7 @@ type DeviceAuthorizationFlowRequest struct {
 
 func (x *DeviceAuthorizationFlowRequest) Reset() {
 	*x = DeviceAuthorizationFlowRequest{}
-	mi := &file_management_proto_msgTypes[30]
+	mi := &file_management_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2724,7 +2895,7 @@ func (x *DeviceAuthorizationFlowRequest) String() string {
 func (*DeviceAuthorizationFlowRequest) ProtoMessage() {}
 
 func (x *DeviceAuthorizationFlowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[30]
+	mi := &file_management_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2737,7 +2908,7 @@ func (x *DeviceAuthorizationFlowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAuthorizationFlowRequest.ProtoReflect.Descriptor instead.
 func (*DeviceAuthorizationFlowRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{30}
+	return file_management_proto_rawDescGZIP(), []int{32}
 }
 
 type DeviceAuthorizationFlow struct {
@@ -2750,7 +2921,7 @@ type DeviceAuthorizationFlow struct {
 
 func (x *DeviceAuthorizationFlow) Reset() {
 	*x = DeviceAuthorizationFlow{}
-	mi := &file_management_proto_msgTypes[31]
+	mi := &file_management_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2762,7 +2933,7 @@ func (x *DeviceAuthorizationFlow) String() string {
 func (*DeviceAuthorizationFlow) ProtoMessage() {}
 
 func (x *DeviceAuthorizationFlow) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[31]
+	mi := &file_management_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2775,7 +2946,7 @@ func (x *DeviceAuthorizationFlow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAuthorizationFlow.ProtoReflect.Descriptor instead.
 func (*DeviceAuthorizationFlow) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{31}
+	return file_management_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeviceAuthorizationFlow) GetProvider() DeviceAuthorizationFlowProvider {
@@ -2800,7 +2971,7 @@ type PKCEAuthorizationFlowRequest struct {
 
 func (x *PKCEAuthorizationFlowRequest) Reset() {
 	*x = PKCEAuthorizationFlowRequest{}
-	mi := &file_management_proto_msgTypes[32]
+	mi := &file_management_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +2983,7 @@ func (x *PKCEAuthorizationFlowRequest) String() string {
 func (*PKCEAuthorizationFlowRequest) ProtoMessage() {}
 
 func (x *PKCEAuthorizationFlowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[32]
+	mi := &file_management_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +2996,7 @@ func (x *PKCEAuthorizationFlowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKCEAuthorizationFlowRequest.ProtoReflect.Descriptor instead.
 func (*PKCEAuthorizationFlowRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{32}
+	return file_management_proto_rawDescGZIP(), []int{34}
 }
 
 type PKCEAuthorizationFlow struct {
@@ -2837,7 +3008,7 @@ type PKCEAuthorizationFlow struct {
 
 func (x *PKCEAuthorizationFlow) Reset() {
 	*x = PKCEAuthorizationFlow{}
-	mi := &file_management_proto_msgTypes[33]
+	mi := &file_management_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2849,7 +3020,7 @@ func (x *PKCEAuthorizationFlow) String() string {
 func (*PKCEAuthorizationFlow) ProtoMessage() {}
 
 func (x *PKCEAuthorizationFlow) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[33]
+	mi := &file_management_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2862,7 +3033,7 @@ func (x *PKCEAuthorizationFlow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKCEAuthorizationFlow.ProtoReflect.Descriptor instead.
 func (*PKCEAuthorizationFlow) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{33}
+	return file_management_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PKCEAuthorizationFlow) GetProviderConfig() *ProviderConfig {
@@ -2893,7 +3064,7 @@ type ProviderConfig struct {
 
 func (x *ProviderConfig) Reset() {
 	*x = ProviderConfig{}
-	mi := &file_management_proto_msgTypes[34]
+	mi := &file_management_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2905,7 +3076,7 @@ func (x *ProviderConfig) String() string {
 func (*ProviderConfig) ProtoMessage() {}
 
 func (x *ProviderConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[34]
+	mi := &file_management_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2918,7 +3089,7 @@ func (x *ProviderConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderConfig.ProtoReflect.Descriptor instead.
 func (*ProviderConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{34}
+	return file_management_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ProviderConfig) GetClientID() string {
@@ -3024,7 +3195,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_management_proto_msgTypes[35]
+	mi := &file_management_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3036,7 +3207,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[35]
+	mi := &file_management_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3049,7 +3220,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{35}
+	return file_management_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Route) GetID() string {
@@ -3134,7 +3305,7 @@ type DNSConfig struct {
 
 func (x *DNSConfig) Reset() {
 	*x = DNSConfig{}
-	mi := &file_management_proto_msgTypes[36]
+	mi := &file_management_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3146,7 +3317,7 @@ func (x *DNSConfig) String() string {
 func (*DNSConfig) ProtoMessage() {}
 
 func (x *DNSConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[36]
+	mi := &file_management_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3159,7 +3330,7 @@ func (x *DNSConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DNSConfig.ProtoReflect.Descriptor instead.
 func (*DNSConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{36}
+	return file_management_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DNSConfig) GetServiceEnable() bool {
@@ -3207,7 +3378,7 @@ type CustomZone struct {
 
 func (x *CustomZone) Reset() {
 	*x = CustomZone{}
-	mi := &file_management_proto_msgTypes[37]
+	mi := &file_management_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3219,7 +3390,7 @@ func (x *CustomZone) String() string {
 func (*CustomZone) ProtoMessage() {}
 
 func (x *CustomZone) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[37]
+	mi := &file_management_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3232,7 +3403,7 @@ func (x *CustomZone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustomZone.ProtoReflect.Descriptor instead.
 func (*CustomZone) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{37}
+	return file_management_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CustomZone) GetDomain() string {
@@ -3283,7 +3454,7 @@ type SimpleRecord struct {
 
 func (x *SimpleRecord) Reset() {
 	*x = SimpleRecord{}
-	mi := &file_management_proto_msgTypes[38]
+	mi := &file_management_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3295,7 +3466,7 @@ func (x *SimpleRecord) String() string {
 func (*SimpleRecord) ProtoMessage() {}
 
 func (x *SimpleRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[38]
+	mi := &file_management_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3308,7 +3479,7 @@ func (x *SimpleRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimpleRecord.ProtoReflect.Descriptor instead.
 func (*SimpleRecord) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{38}
+	return file_management_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SimpleRecord) GetName() string {
@@ -3358,7 +3529,7 @@ type NameServerGroup struct {
 
 func (x *NameServerGroup) Reset() {
 	*x = NameServerGroup{}
-	mi := &file_management_proto_msgTypes[39]
+	mi := &file_management_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +3541,7 @@ func (x *NameServerGroup) String() string {
 func (*NameServerGroup) ProtoMessage() {}
 
 func (x *NameServerGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[39]
+	mi := &file_management_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +3554,7 @@ func (x *NameServerGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NameServerGroup.ProtoReflect.Descriptor instead.
 func (*NameServerGroup) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{39}
+	return file_management_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NameServerGroup) GetNameServers() []*NameServer {
@@ -3425,7 +3596,7 @@ type NameServer struct {
 
 func (x *NameServer) Reset() {
 	*x = NameServer{}
-	mi := &file_management_proto_msgTypes[40]
+	mi := &file_management_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3437,7 +3608,7 @@ func (x *NameServer) String() string {
 func (*NameServer) ProtoMessage() {}
 
 func (x *NameServer) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[40]
+	mi := &file_management_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3450,7 +3621,7 @@ func (x *NameServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NameServer.ProtoReflect.Descriptor instead.
 func (*NameServer) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{40}
+	return file_management_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *NameServer) GetIP() string {
@@ -3491,7 +3662,7 @@ type FirewallRule struct {
 
 func (x *FirewallRule) Reset() {
 	*x = FirewallRule{}
-	mi := &file_management_proto_msgTypes[41]
+	mi := &file_management_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +3674,7 @@ func (x *FirewallRule) String() string {
 func (*FirewallRule) ProtoMessage() {}
 
 func (x *FirewallRule) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[41]
+	mi := &file_management_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +3687,7 @@ func (x *FirewallRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallRule.ProtoReflect.Descriptor instead.
 func (*FirewallRule) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{41}
+	return file_management_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FirewallRule) GetPeerIP() string {
@@ -3595,7 +3766,7 @@ type PortInfo struct {
 
 func (x *PortInfo) Reset() {
 	*x = PortInfo{}
-	mi := &file_management_proto_msgTypes[42]
+	mi := &file_management_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3607,7 +3778,7 @@ func (x *PortInfo) String() string {
 func (*PortInfo) ProtoMessage() {}
 
 func (x *PortInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[42]
+	mi := &file_management_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3620,7 +3791,7 @@ func (x *PortInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortInfo.ProtoReflect.Descriptor instead.
 func (*PortInfo) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{42}
+	return file_management_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PortInfo) GetPortSelection() isPortInfo_PortSelection {
@@ -3682,7 +3853,7 @@ type RouteFirewallRule struct {
 
 func (x *RouteFirewallRule) Reset() {
 	*x = RouteFirewallRule{}
-	mi := &file_management_proto_msgTypes[43]
+	mi := &file_management_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3694,7 +3865,7 @@ func (x *RouteFirewallRule) String() string {
 func (*RouteFirewallRule) ProtoMessage() {}
 
 func (x *RouteFirewallRule) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[43]
+	mi := &file_management_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3707,7 +3878,7 @@ func (x *RouteFirewallRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteFirewallRule.ProtoReflect.Descriptor instead.
 func (*RouteFirewallRule) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{43}
+	return file_management_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RouteFirewallRule) GetSourceRanges() []string {
@@ -3792,7 +3963,7 @@ type ForwardingRule struct {
 
 func (x *ForwardingRule) Reset() {
 	*x = ForwardingRule{}
-	mi := &file_management_proto_msgTypes[44]
+	mi := &file_management_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3804,7 +3975,7 @@ func (x *ForwardingRule) String() string {
 func (*ForwardingRule) ProtoMessage() {}
 
 func (x *ForwardingRule) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[44]
+	mi := &file_management_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3817,7 +3988,7 @@ func (x *ForwardingRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardingRule.ProtoReflect.Descriptor instead.
 func (*ForwardingRule) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{44}
+	return file_management_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ForwardingRule) GetProtocol() RuleProtocol {
@@ -3857,7 +4028,7 @@ type Checks struct {
 
 func (x *Checks) Reset() {
 	*x = Checks{}
-	mi := &file_management_proto_msgTypes[45]
+	mi := &file_management_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3869,7 +4040,7 @@ func (x *Checks) String() string {
 func (*Checks) ProtoMessage() {}
 
 func (x *Checks) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[45]
+	mi := &file_management_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3882,7 +4053,7 @@ func (x *Checks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checks.ProtoReflect.Descriptor instead.
 func (*Checks) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{45}
+	return file_management_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Checks) GetFiles() []string {
@@ -3902,7 +4073,7 @@ type ExtendAuthSessionRequest struct {
 
 func (x *ExtendAuthSessionRequest) Reset() {
 	*x = ExtendAuthSessionRequest{}
-	mi := &file_management_proto_msgTypes[46]
+	mi := &file_management_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3914,7 +4085,7 @@ func (x *ExtendAuthSessionRequest) String() string {
 func (*ExtendAuthSessionRequest) ProtoMessage() {}
 
 func (x *ExtendAuthSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[46]
+	mi := &file_management_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3927,7 +4098,7 @@ func (x *ExtendAuthSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendAuthSessionRequest.ProtoReflect.Descriptor instead.
 func (*ExtendAuthSessionRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{46}
+	return file_management_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ExtendAuthSessionRequest) GetJwtToken() string {
@@ -3953,7 +4124,7 @@ type ExtendAuthSessionResponse struct {
 
 func (x *ExtendAuthSessionResponse) Reset() {
 	*x = ExtendAuthSessionResponse{}
-	mi := &file_management_proto_msgTypes[47]
+	mi := &file_management_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3965,7 +4136,7 @@ func (x *ExtendAuthSessionResponse) String() string {
 func (*ExtendAuthSessionResponse) ProtoMessage() {}
 
 func (x *ExtendAuthSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[47]
+	mi := &file_management_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3978,7 +4149,7 @@ func (x *ExtendAuthSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendAuthSessionResponse.ProtoReflect.Descriptor instead.
 func (*ExtendAuthSessionResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{47}
+	return file_management_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ExtendAuthSessionResponse) GetSessionExpiresAt() *timestamppb.Timestamp {
@@ -4001,7 +4172,7 @@ type JobRequest struct {
 
 func (x *JobRequest) Reset() {
 	*x = JobRequest{}
-	mi := &file_management_proto_msgTypes[48]
+	mi := &file_management_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4013,7 +4184,7 @@ func (x *JobRequest) String() string {
 func (*JobRequest) ProtoMessage() {}
 
 func (x *JobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[48]
+	mi := &file_management_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4026,7 +4197,7 @@ func (x *JobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRequest.ProtoReflect.Descriptor instead.
 func (*JobRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{48}
+	return file_management_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *JobRequest) GetID() []byte {
@@ -4077,7 +4248,7 @@ type JobResponse struct {
 
 func (x *JobResponse) Reset() {
 	*x = JobResponse{}
-	mi := &file_management_proto_msgTypes[49]
+	mi := &file_management_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4089,7 +4260,7 @@ func (x *JobResponse) String() string {
 func (*JobResponse) ProtoMessage() {}
 
 func (x *JobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[49]
+	mi := &file_management_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4102,7 +4273,7 @@ func (x *JobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResponse.ProtoReflect.Descriptor instead.
 func (*JobResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{49}
+	return file_management_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *JobResponse) GetID() []byte {
@@ -4165,7 +4336,7 @@ type BundleParameters struct {
 
 func (x *BundleParameters) Reset() {
 	*x = BundleParameters{}
-	mi := &file_management_proto_msgTypes[50]
+	mi := &file_management_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4177,7 +4348,7 @@ func (x *BundleParameters) String() string {
 func (*BundleParameters) ProtoMessage() {}
 
 func (x *BundleParameters) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[50]
+	mi := &file_management_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4190,7 +4361,7 @@ func (x *BundleParameters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleParameters.ProtoReflect.Descriptor instead.
 func (*BundleParameters) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{50}
+	return file_management_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *BundleParameters) GetBundleFor() bool {
@@ -4237,7 +4408,7 @@ type BundleResult struct {
 
 func (x *BundleResult) Reset() {
 	*x = BundleResult{}
-	mi := &file_management_proto_msgTypes[51]
+	mi := &file_management_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4249,7 +4420,7 @@ func (x *BundleResult) String() string {
 func (*BundleResult) ProtoMessage() {}
 
 func (x *BundleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[51]
+	mi := &file_management_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4262,7 +4433,7 @@ func (x *BundleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleResult.ProtoReflect.Descriptor instead.
 func (*BundleResult) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{51}
+	return file_management_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *BundleResult) GetUploadKey() string {
@@ -4288,7 +4459,7 @@ type ExposeServiceRequest struct {
 
 func (x *ExposeServiceRequest) Reset() {
 	*x = ExposeServiceRequest{}
-	mi := &file_management_proto_msgTypes[52]
+	mi := &file_management_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4300,7 +4471,7 @@ func (x *ExposeServiceRequest) String() string {
 func (*ExposeServiceRequest) ProtoMessage() {}
 
 func (x *ExposeServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[52]
+	mi := &file_management_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4313,7 +4484,7 @@ func (x *ExposeServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExposeServiceRequest.ProtoReflect.Descriptor instead.
 func (*ExposeServiceRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{52}
+	return file_management_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ExposeServiceRequest) GetPort() uint32 {
@@ -4384,7 +4555,7 @@ type ExposeServiceResponse struct {
 
 func (x *ExposeServiceResponse) Reset() {
 	*x = ExposeServiceResponse{}
-	mi := &file_management_proto_msgTypes[53]
+	mi := &file_management_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4396,7 +4567,7 @@ func (x *ExposeServiceResponse) String() string {
 func (*ExposeServiceResponse) ProtoMessage() {}
 
 func (x *ExposeServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[53]
+	mi := &file_management_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4409,7 +4580,7 @@ func (x *ExposeServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExposeServiceResponse.ProtoReflect.Descriptor instead.
 func (*ExposeServiceResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{53}
+	return file_management_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ExposeServiceResponse) GetServiceName() string {
@@ -4449,7 +4620,7 @@ type RenewExposeRequest struct {
 
 func (x *RenewExposeRequest) Reset() {
 	*x = RenewExposeRequest{}
-	mi := &file_management_proto_msgTypes[54]
+	mi := &file_management_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4461,7 +4632,7 @@ func (x *RenewExposeRequest) String() string {
 func (*RenewExposeRequest) ProtoMessage() {}
 
 func (x *RenewExposeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[54]
+	mi := &file_management_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4474,7 +4645,7 @@ func (x *RenewExposeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewExposeRequest.ProtoReflect.Descriptor instead.
 func (*RenewExposeRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{54}
+	return file_management_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RenewExposeRequest) GetDomain() string {
@@ -4492,7 +4663,7 @@ type RenewExposeResponse struct {
 
 func (x *RenewExposeResponse) Reset() {
 	*x = RenewExposeResponse{}
-	mi := &file_management_proto_msgTypes[55]
+	mi := &file_management_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4504,7 +4675,7 @@ func (x *RenewExposeResponse) String() string {
 func (*RenewExposeResponse) ProtoMessage() {}
 
 func (x *RenewExposeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[55]
+	mi := &file_management_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4517,7 +4688,7 @@ func (x *RenewExposeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewExposeResponse.ProtoReflect.Descriptor instead.
 func (*RenewExposeResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{55}
+	return file_management_proto_rawDescGZIP(), []int{57}
 }
 
 type StopExposeRequest struct {
@@ -4529,7 +4700,7 @@ type StopExposeRequest struct {
 
 func (x *StopExposeRequest) Reset() {
 	*x = StopExposeRequest{}
-	mi := &file_management_proto_msgTypes[56]
+	mi := &file_management_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4541,7 +4712,7 @@ func (x *StopExposeRequest) String() string {
 func (*StopExposeRequest) ProtoMessage() {}
 
 func (x *StopExposeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[56]
+	mi := &file_management_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4554,7 +4725,7 @@ func (x *StopExposeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopExposeRequest.ProtoReflect.Descriptor instead.
 func (*StopExposeRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{56}
+	return file_management_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *StopExposeRequest) GetDomain() string {
@@ -4572,7 +4743,7 @@ type StopExposeResponse struct {
 
 func (x *StopExposeResponse) Reset() {
 	*x = StopExposeResponse{}
-	mi := &file_management_proto_msgTypes[57]
+	mi := &file_management_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4584,7 +4755,7 @@ func (x *StopExposeResponse) String() string {
 func (*StopExposeResponse) ProtoMessage() {}
 
 func (x *StopExposeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[57]
+	mi := &file_management_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4597,7 +4768,7 @@ func (x *StopExposeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopExposeResponse.ProtoReflect.Descriptor instead.
 func (*StopExposeResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{57}
+	return file_management_proto_rawDescGZIP(), []int{59}
 }
 
 // Component network-map format (SyncResponse.Version == 1). We always send
@@ -4615,7 +4786,7 @@ type NetworkMapEnvelope struct {
 
 func (x *NetworkMapEnvelope) Reset() {
 	*x = NetworkMapEnvelope{}
-	mi := &file_management_proto_msgTypes[58]
+	mi := &file_management_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4627,7 +4798,7 @@ func (x *NetworkMapEnvelope) String() string {
 func (*NetworkMapEnvelope) ProtoMessage() {}
 
 func (x *NetworkMapEnvelope) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[58]
+	mi := &file_management_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4640,7 +4811,7 @@ func (x *NetworkMapEnvelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkMapEnvelope.ProtoReflect.Descriptor instead.
 func (*NetworkMapEnvelope) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{58}
+	return file_management_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *NetworkMapEnvelope) GetPayload() isNetworkMapEnvelope_Payload {
@@ -4692,7 +4863,7 @@ type NetworkMapComponentsDelta struct {
 
 func (x *NetworkMapComponentsDelta) Reset() {
 	*x = NetworkMapComponentsDelta{}
-	mi := &file_management_proto_msgTypes[59]
+	mi := &file_management_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4704,7 +4875,7 @@ func (x *NetworkMapComponentsDelta) String() string {
 func (*NetworkMapComponentsDelta) ProtoMessage() {}
 
 func (x *NetworkMapComponentsDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[59]
+	mi := &file_management_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4717,7 +4888,7 @@ func (x *NetworkMapComponentsDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkMapComponentsDelta.ProtoReflect.Descriptor instead.
 func (*NetworkMapComponentsDelta) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{59}
+	return file_management_proto_rawDescGZIP(), []int{61}
 }
 
 type NetworkMapComponentsFull struct {
@@ -4753,7 +4924,7 @@ type NetworkMapComponentsFull struct {
 
 func (x *NetworkMapComponentsFull) Reset() {
 	*x = NetworkMapComponentsFull{}
-	mi := &file_management_proto_msgTypes[60]
+	mi := &file_management_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4765,7 +4936,7 @@ func (x *NetworkMapComponentsFull) String() string {
 func (*NetworkMapComponentsFull) ProtoMessage() {}
 
 func (x *NetworkMapComponentsFull) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[60]
+	mi := &file_management_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4778,7 +4949,7 @@ func (x *NetworkMapComponentsFull) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkMapComponentsFull.ProtoReflect.Descriptor instead.
 func (*NetworkMapComponentsFull) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{60}
+	return file_management_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *NetworkMapComponentsFull) GetSerial() uint64 {
@@ -4970,7 +5141,7 @@ type ProxyPatch struct {
 
 func (x *ProxyPatch) Reset() {
 	*x = ProxyPatch{}
-	mi := &file_management_proto_msgTypes[61]
+	mi := &file_management_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4982,7 +5153,7 @@ func (x *ProxyPatch) String() string {
 func (*ProxyPatch) ProtoMessage() {}
 
 func (x *ProxyPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[61]
+	mi := &file_management_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4995,7 +5166,7 @@ func (x *ProxyPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyPatch.ProtoReflect.Descriptor instead.
 func (*ProxyPatch) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{61}
+	return file_management_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ProxyPatch) GetPeers() []*RemotePeerConfig {
@@ -5050,7 +5221,7 @@ type AccountSettingsCompact struct {
 
 func (x *AccountSettingsCompact) Reset() {
 	*x = AccountSettingsCompact{}
-	mi := &file_management_proto_msgTypes[62]
+	mi := &file_management_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5062,7 +5233,7 @@ func (x *AccountSettingsCompact) String() string {
 func (*AccountSettingsCompact) ProtoMessage() {}
 
 func (x *AccountSettingsCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[62]
+	mi := &file_management_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5075,7 +5246,7 @@ func (x *AccountSettingsCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccountSettingsCompact.ProtoReflect.Descriptor instead.
 func (*AccountSettingsCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{62}
+	return file_management_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *AccountSettingsCompact) GetPeerLoginExpirationEnabled() bool {
@@ -5105,7 +5276,7 @@ type AccountNetwork struct {
 
 func (x *AccountNetwork) Reset() {
 	*x = AccountNetwork{}
-	mi := &file_management_proto_msgTypes[63]
+	mi := &file_management_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5117,7 +5288,7 @@ func (x *AccountNetwork) String() string {
 func (*AccountNetwork) ProtoMessage() {}
 
 func (x *AccountNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[63]
+	mi := &file_management_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5130,7 +5301,7 @@ func (x *AccountNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccountNetwork.ProtoReflect.Descriptor instead.
 func (*AccountNetwork) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{63}
+	return file_management_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AccountNetwork) GetIdentifier() string {
@@ -5189,7 +5360,7 @@ type PeerCompact struct {
 
 func (x *PeerCompact) Reset() {
 	*x = PeerCompact{}
-	mi := &file_management_proto_msgTypes[64]
+	mi := &file_management_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5201,7 +5372,7 @@ func (x *PeerCompact) String() string {
 func (*PeerCompact) ProtoMessage() {}
 
 func (x *PeerCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[64]
+	mi := &file_management_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5214,7 +5385,7 @@ func (x *PeerCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerCompact.ProtoReflect.Descriptor instead.
 func (*PeerCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{64}
+	return file_management_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *PeerCompact) GetWgPubKey() []byte {
@@ -5329,7 +5500,7 @@ type PolicyCompact struct {
 
 func (x *PolicyCompact) Reset() {
 	*x = PolicyCompact{}
-	mi := &file_management_proto_msgTypes[65]
+	mi := &file_management_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5341,7 +5512,7 @@ func (x *PolicyCompact) String() string {
 func (*PolicyCompact) ProtoMessage() {}
 
 func (x *PolicyCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[65]
+	mi := &file_management_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5354,7 +5525,7 @@ func (x *PolicyCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyCompact.ProtoReflect.Descriptor instead.
 func (*PolicyCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{65}
+	return file_management_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *PolicyCompact) GetId() string {
@@ -5459,7 +5630,7 @@ type ResourceCompact struct {
 
 func (x *ResourceCompact) Reset() {
 	*x = ResourceCompact{}
-	mi := &file_management_proto_msgTypes[66]
+	mi := &file_management_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5471,7 +5642,7 @@ func (x *ResourceCompact) String() string {
 func (*ResourceCompact) ProtoMessage() {}
 
 func (x *ResourceCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[66]
+	mi := &file_management_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5484,7 +5655,7 @@ func (x *ResourceCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceCompact.ProtoReflect.Descriptor instead.
 func (*ResourceCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{66}
+	return file_management_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ResourceCompact) GetType() string {
@@ -5517,7 +5688,7 @@ type UserNameList struct {
 
 func (x *UserNameList) Reset() {
 	*x = UserNameList{}
-	mi := &file_management_proto_msgTypes[67]
+	mi := &file_management_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5529,7 +5700,7 @@ func (x *UserNameList) String() string {
 func (*UserNameList) ProtoMessage() {}
 
 func (x *UserNameList) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[67]
+	mi := &file_management_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5542,7 +5713,7 @@ func (x *UserNameList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserNameList.ProtoReflect.Descriptor instead.
 func (*UserNameList) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{67}
+	return file_management_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *UserNameList) GetNames() []string {
@@ -5563,7 +5734,7 @@ type GroupCompact struct {
 
 func (x *GroupCompact) Reset() {
 	*x = GroupCompact{}
-	mi := &file_management_proto_msgTypes[68]
+	mi := &file_management_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5575,7 +5746,7 @@ func (x *GroupCompact) String() string {
 func (*GroupCompact) ProtoMessage() {}
 
 func (x *GroupCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[68]
+	mi := &file_management_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5588,7 +5759,7 @@ func (x *GroupCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCompact.ProtoReflect.Descriptor instead.
 func (*GroupCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{68}
+	return file_management_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GroupCompact) GetId() string {
@@ -5621,7 +5792,7 @@ type DNSSettingsCompact struct {
 
 func (x *DNSSettingsCompact) Reset() {
 	*x = DNSSettingsCompact{}
-	mi := &file_management_proto_msgTypes[69]
+	mi := &file_management_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5633,7 +5804,7 @@ func (x *DNSSettingsCompact) String() string {
 func (*DNSSettingsCompact) ProtoMessage() {}
 
 func (x *DNSSettingsCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[69]
+	mi := &file_management_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5646,7 +5817,7 @@ func (x *DNSSettingsCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DNSSettingsCompact.ProtoReflect.Descriptor instead.
 func (*DNSSettingsCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{69}
+	return file_management_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *DNSSettingsCompact) GetDisabledManagementGroupIds() []string {
@@ -5680,7 +5851,7 @@ type RouteRaw struct {
 
 func (x *RouteRaw) Reset() {
 	*x = RouteRaw{}
-	mi := &file_management_proto_msgTypes[70]
+	mi := &file_management_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5692,7 +5863,7 @@ func (x *RouteRaw) String() string {
 func (*RouteRaw) ProtoMessage() {}
 
 func (x *RouteRaw) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[70]
+	mi := &file_management_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5705,7 +5876,7 @@ func (x *RouteRaw) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRaw.ProtoReflect.Descriptor instead.
 func (*RouteRaw) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{70}
+	return file_management_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *RouteRaw) GetId() string {
@@ -5835,7 +6006,7 @@ type NameServerGroupRaw struct {
 
 func (x *NameServerGroupRaw) Reset() {
 	*x = NameServerGroupRaw{}
-	mi := &file_management_proto_msgTypes[71]
+	mi := &file_management_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5847,7 +6018,7 @@ func (x *NameServerGroupRaw) String() string {
 func (*NameServerGroupRaw) ProtoMessage() {}
 
 func (x *NameServerGroupRaw) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[71]
+	mi := &file_management_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5860,7 +6031,7 @@ func (x *NameServerGroupRaw) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NameServerGroupRaw.ProtoReflect.Descriptor instead.
 func (*NameServerGroupRaw) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{71}
+	return file_management_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *NameServerGroupRaw) GetId() string {
@@ -5929,7 +6100,7 @@ type NetworkResourceRaw struct {
 
 func (x *NetworkResourceRaw) Reset() {
 	*x = NetworkResourceRaw{}
-	mi := &file_management_proto_msgTypes[72]
+	mi := &file_management_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5941,7 +6112,7 @@ func (x *NetworkResourceRaw) String() string {
 func (*NetworkResourceRaw) ProtoMessage() {}
 
 func (x *NetworkResourceRaw) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[72]
+	mi := &file_management_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5954,7 +6125,7 @@ func (x *NetworkResourceRaw) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkResourceRaw.ProtoReflect.Descriptor instead.
 func (*NetworkResourceRaw) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{72}
+	return file_management_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *NetworkResourceRaw) GetId() string {
@@ -6029,7 +6200,7 @@ type NetworkRouterList struct {
 
 func (x *NetworkRouterList) Reset() {
 	*x = NetworkRouterList{}
-	mi := &file_management_proto_msgTypes[73]
+	mi := &file_management_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6041,7 +6212,7 @@ func (x *NetworkRouterList) String() string {
 func (*NetworkRouterList) ProtoMessage() {}
 
 func (x *NetworkRouterList) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[73]
+	mi := &file_management_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6054,7 +6225,7 @@ func (x *NetworkRouterList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkRouterList.ProtoReflect.Descriptor instead.
 func (*NetworkRouterList) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{73}
+	return file_management_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *NetworkRouterList) GetEntries() []*NetworkRouterEntry {
@@ -6079,7 +6250,7 @@ type NetworkRouterEntry struct {
 
 func (x *NetworkRouterEntry) Reset() {
 	*x = NetworkRouterEntry{}
-	mi := &file_management_proto_msgTypes[74]
+	mi := &file_management_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6091,7 +6262,7 @@ func (x *NetworkRouterEntry) String() string {
 func (*NetworkRouterEntry) ProtoMessage() {}
 
 func (x *NetworkRouterEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[74]
+	mi := &file_management_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6104,7 +6275,7 @@ func (x *NetworkRouterEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkRouterEntry.ProtoReflect.Descriptor instead.
 func (*NetworkRouterEntry) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{74}
+	return file_management_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *NetworkRouterEntry) GetId() string {
@@ -6165,7 +6336,7 @@ type PolicyIds struct {
 
 func (x *PolicyIds) Reset() {
 	*x = PolicyIds{}
-	mi := &file_management_proto_msgTypes[75]
+	mi := &file_management_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6177,7 +6348,7 @@ func (x *PolicyIds) String() string {
 func (*PolicyIds) ProtoMessage() {}
 
 func (x *PolicyIds) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[75]
+	mi := &file_management_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6190,7 +6361,7 @@ func (x *PolicyIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyIds.ProtoReflect.Descriptor instead.
 func (*PolicyIds) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{75}
+	return file_management_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *PolicyIds) GetIds() []string {
@@ -6209,7 +6380,7 @@ type UserIDList struct {
 
 func (x *UserIDList) Reset() {
 	*x = UserIDList{}
-	mi := &file_management_proto_msgTypes[76]
+	mi := &file_management_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6221,7 +6392,7 @@ func (x *UserIDList) String() string {
 func (*UserIDList) ProtoMessage() {}
 
 func (x *UserIDList) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[76]
+	mi := &file_management_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6234,7 +6405,7 @@ func (x *UserIDList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserIDList.ProtoReflect.Descriptor instead.
 func (*UserIDList) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{76}
+	return file_management_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *UserIDList) GetUserIds() []string {
@@ -6253,7 +6424,7 @@ type PeerIndexSet struct {
 
 func (x *PeerIndexSet) Reset() {
 	*x = PeerIndexSet{}
-	mi := &file_management_proto_msgTypes[77]
+	mi := &file_management_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6265,7 +6436,7 @@ func (x *PeerIndexSet) String() string {
 func (*PeerIndexSet) ProtoMessage() {}
 
 func (x *PeerIndexSet) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[77]
+	mi := &file_management_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6278,7 +6449,7 @@ func (x *PeerIndexSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerIndexSet.ProtoReflect.Descriptor instead.
 func (*PeerIndexSet) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{77}
+	return file_management_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *PeerIndexSet) GetPeerIndexes() []uint32 {
@@ -6298,7 +6469,7 @@ type PortInfo_Range struct {
 
 func (x *PortInfo_Range) Reset() {
 	*x = PortInfo_Range{}
-	mi := &file_management_proto_msgTypes[79]
+	mi := &file_management_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6310,7 +6481,7 @@ func (x *PortInfo_Range) String() string {
 func (*PortInfo_Range) ProtoMessage() {}
 
 func (x *PortInfo_Range) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[79]
+	mi := &file_management_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6323,7 +6494,7 @@ func (x *PortInfo_Range) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortInfo_Range.ProtoReflect.Descriptor instead.
 func (*PortInfo_Range) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{42, 0}
+	return file_management_proto_rawDescGZIP(), []int{44, 0}
 }
 
 func (x *PortInfo_Range) GetStart() uint32 {
@@ -6363,7 +6534,7 @@ const file_management_proto_rawDesc = "" +
 	"\tdnsLabels\x18\x05 \x03(\tR\tdnsLabels\"D\n" +
 	"\bPeerKeys\x12\x1c\n" +
 	"\tsshPubKey\x18\x01 \x01(\fR\tsshPubKey\x12\x1a\n" +
-	"\bwgPubKey\x18\x02 \x01(\fR\bwgPubKey\"\xe2\x05\n" +
+	"\bwgPubKey\x18\x02 \x01(\fR\bwgPubKey\"\xb6\x06\n" +
 	"\x0ePeerSystemMeta\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x12\n" +
 	"\x04goOS\x18\x02 \x01(\tR\x04goOS\x12\x16\n" +
@@ -6384,7 +6555,20 @@ const file_management_proto_rawDesc = "" +
 	"\x05files\x18\x10 \x03(\v2\x10.management.FileR\x05files\x12'\n" +
 	"\x05flags\x18\x11 \x01(\v2\x11.management.FlagsR\x05flags\x12>\n" +
 	"\fcapabilities\x18\x12 \x03(\x0e2\x1a.management.PeerCapabilityR\fcapabilities\x12.\n" +
-	"\x12syncMessageVersion\x18\x13 \x01(\x05R\x12syncMessageVersion\"8\n" +
+	"\x12syncMessageVersion\x18\x13 \x01(\x05R\x12syncMessageVersion\x12R\n" +
+	"\x13wiremeshConnections\x18\xe8\a \x01(\v2\x1f.management.WiremeshConnectionsR\x13wiremeshConnections\"W\n" +
+	"\x13WiremeshConnections\x12@\n" +
+	"\vconnections\x18\x01 \x03(\v2\x1e.management.WiremeshConnectionR\vconnections\"\xca\x01\n" +
+	"\x12WiremeshConnection\x12\x1a\n" +
+	"\bwgPubKey\x18\x01 \x01(\tR\bwgPubKey\x127\n" +
+	"\x04type\x18\x02 \x01(\x0e2#.management.WiremeshConnection.TypeR\x04type\x12$\n" +
+	"\rlatencyMicros\x18\x03 \x01(\rR\rlatencyMicros\"9\n" +
+	"\x04Type\x12\v\n" +
+	"\aUNKNOWN\x10\x00\x12\x0e\n" +
+	"\n" +
+	"CONNECTING\x10\x01\x12\a\n" +
+	"\x03P2P\x10\x02\x12\v\n" +
+	"\aRELAYED\x10\x03\"8\n" +
 	"\x0eNetworkAddress\x12\x14\n" +
 	"\x05netIP\x18\x01 \x01(\tR\x05netIP\x12\x10\n" +
 	"\x03mac\x18\x02 \x01(\tR\x03mac\"?\n" +
@@ -6957,8 +7141,8 @@ func file_management_proto_rawDescGZIP() []byte {
 	return file_management_proto_rawDescData
 }
 
-var file_management_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_management_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
+var file_management_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_management_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
 var file_management_proto_goTypes = []any{
 	(PeerCapability)(0),                    // 0: management.PeerCapability
 	(RuleProtocol)(0),                      // 1: management.RuleProtocol
@@ -6966,240 +7150,246 @@ var file_management_proto_goTypes = []any{
 	(RuleAction)(0),                        // 3: management.RuleAction
 	(JobStatus)(0),                         // 4: management.JobStatus
 	(ExposeProtocol)(0),                    // 5: management.ExposeProtocol
-	(HostConfig_Protocol)(0),               // 6: management.HostConfig.Protocol
-	(DeviceAuthorizationFlowProvider)(0),   // 7: management.DeviceAuthorizationFlow.provider
-	(*EncryptedMessage)(nil),               // 8: management.EncryptedMessage
-	(*ServerKeyResponse)(nil),              // 9: management.ServerKeyResponse
-	(*Empty)(nil),                          // 10: management.Empty
-	(*LoginRequest)(nil),                   // 11: management.LoginRequest
-	(*PeerKeys)(nil),                       // 12: management.PeerKeys
-	(*PeerSystemMeta)(nil),                 // 13: management.PeerSystemMeta
-	(*NetworkAddress)(nil),                 // 14: management.NetworkAddress
-	(*Environment)(nil),                    // 15: management.Environment
-	(*File)(nil),                           // 16: management.File
-	(*Flags)(nil),                          // 17: management.Flags
-	(*LoginResponse)(nil),                  // 18: management.LoginResponse
-	(*SyncRequest)(nil),                    // 19: management.SyncRequest
-	(*WiremeshCapabilities)(nil),           // 20: management.WiremeshCapabilities
-	(*NetworkMapDelta)(nil),                // 21: management.NetworkMapDelta
-	(*SyncMetaRequest)(nil),                // 22: management.SyncMetaRequest
-	(*SyncResponse)(nil),                   // 23: management.SyncResponse
-	(*NetbirdConfig)(nil),                  // 24: management.NetbirdConfig
-	(*HostConfig)(nil),                     // 25: management.HostConfig
-	(*ProtectedHostConfig)(nil),            // 26: management.ProtectedHostConfig
-	(*RelayConfig)(nil),                    // 27: management.RelayConfig
-	(*FlowConfig)(nil),                     // 28: management.FlowConfig
-	(*MetricsConfig)(nil),                  // 29: management.MetricsConfig
-	(*JWTConfig)(nil),                      // 30: management.JWTConfig
-	(*PeerConfig)(nil),                     // 31: management.PeerConfig
-	(*AutoUpdateSettings)(nil),             // 32: management.AutoUpdateSettings
-	(*NetworkMap)(nil),                     // 33: management.NetworkMap
-	(*SSHAuth)(nil),                        // 34: management.SSHAuth
-	(*MachineUserIndexes)(nil),             // 35: management.MachineUserIndexes
-	(*RemotePeerConfig)(nil),               // 36: management.RemotePeerConfig
-	(*SSHConfig)(nil),                      // 37: management.SSHConfig
-	(*DeviceAuthorizationFlowRequest)(nil), // 38: management.DeviceAuthorizationFlowRequest
-	(*DeviceAuthorizationFlow)(nil),        // 39: management.DeviceAuthorizationFlow
-	(*PKCEAuthorizationFlowRequest)(nil),   // 40: management.PKCEAuthorizationFlowRequest
-	(*PKCEAuthorizationFlow)(nil),          // 41: management.PKCEAuthorizationFlow
-	(*ProviderConfig)(nil),                 // 42: management.ProviderConfig
-	(*Route)(nil),                          // 43: management.Route
-	(*DNSConfig)(nil),                      // 44: management.DNSConfig
-	(*CustomZone)(nil),                     // 45: management.CustomZone
-	(*SimpleRecord)(nil),                   // 46: management.SimpleRecord
-	(*NameServerGroup)(nil),                // 47: management.NameServerGroup
-	(*NameServer)(nil),                     // 48: management.NameServer
-	(*FirewallRule)(nil),                   // 49: management.FirewallRule
-	(*PortInfo)(nil),                       // 50: management.PortInfo
-	(*RouteFirewallRule)(nil),              // 51: management.RouteFirewallRule
-	(*ForwardingRule)(nil),                 // 52: management.ForwardingRule
-	(*Checks)(nil),                         // 53: management.Checks
-	(*ExtendAuthSessionRequest)(nil),       // 54: management.ExtendAuthSessionRequest
-	(*ExtendAuthSessionResponse)(nil),      // 55: management.ExtendAuthSessionResponse
-	(*JobRequest)(nil),                     // 56: management.JobRequest
-	(*JobResponse)(nil),                    // 57: management.JobResponse
-	(*BundleParameters)(nil),               // 58: management.BundleParameters
-	(*BundleResult)(nil),                   // 59: management.BundleResult
-	(*ExposeServiceRequest)(nil),           // 60: management.ExposeServiceRequest
-	(*ExposeServiceResponse)(nil),          // 61: management.ExposeServiceResponse
-	(*RenewExposeRequest)(nil),             // 62: management.RenewExposeRequest
-	(*RenewExposeResponse)(nil),            // 63: management.RenewExposeResponse
-	(*StopExposeRequest)(nil),              // 64: management.StopExposeRequest
-	(*StopExposeResponse)(nil),             // 65: management.StopExposeResponse
-	(*NetworkMapEnvelope)(nil),             // 66: management.NetworkMapEnvelope
-	(*NetworkMapComponentsDelta)(nil),      // 67: management.NetworkMapComponentsDelta
-	(*NetworkMapComponentsFull)(nil),       // 68: management.NetworkMapComponentsFull
-	(*ProxyPatch)(nil),                     // 69: management.ProxyPatch
-	(*AccountSettingsCompact)(nil),         // 70: management.AccountSettingsCompact
-	(*AccountNetwork)(nil),                 // 71: management.AccountNetwork
-	(*PeerCompact)(nil),                    // 72: management.PeerCompact
-	(*PolicyCompact)(nil),                  // 73: management.PolicyCompact
-	(*ResourceCompact)(nil),                // 74: management.ResourceCompact
-	(*UserNameList)(nil),                   // 75: management.UserNameList
-	(*GroupCompact)(nil),                   // 76: management.GroupCompact
-	(*DNSSettingsCompact)(nil),             // 77: management.DNSSettingsCompact
-	(*RouteRaw)(nil),                       // 78: management.RouteRaw
-	(*NameServerGroupRaw)(nil),             // 79: management.NameServerGroupRaw
-	(*NetworkResourceRaw)(nil),             // 80: management.NetworkResourceRaw
-	(*NetworkRouterList)(nil),              // 81: management.NetworkRouterList
-	(*NetworkRouterEntry)(nil),             // 82: management.NetworkRouterEntry
-	(*PolicyIds)(nil),                      // 83: management.PolicyIds
-	(*UserIDList)(nil),                     // 84: management.UserIDList
-	(*PeerIndexSet)(nil),                   // 85: management.PeerIndexSet
-	nil,                                    // 86: management.SSHAuth.MachineUsersEntry
-	(*PortInfo_Range)(nil),                 // 87: management.PortInfo.Range
-	nil,                                    // 88: management.NetworkMapComponentsFull.RoutersMapEntry
-	nil,                                    // 89: management.NetworkMapComponentsFull.ResourcePoliciesMapEntry
-	nil,                                    // 90: management.NetworkMapComponentsFull.GroupIdToUserIdsEntry
-	nil,                                    // 91: management.NetworkMapComponentsFull.PostureFailedPeersEntry
-	nil,                                    // 92: management.PolicyCompact.AuthorizedGroupsEntry
-	(*timestamppb.Timestamp)(nil),          // 93: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 94: google.protobuf.Duration
+	(WiremeshConnection_Type)(0),           // 6: management.WiremeshConnection.Type
+	(HostConfig_Protocol)(0),               // 7: management.HostConfig.Protocol
+	(DeviceAuthorizationFlowProvider)(0),   // 8: management.DeviceAuthorizationFlow.provider
+	(*EncryptedMessage)(nil),               // 9: management.EncryptedMessage
+	(*ServerKeyResponse)(nil),              // 10: management.ServerKeyResponse
+	(*Empty)(nil),                          // 11: management.Empty
+	(*LoginRequest)(nil),                   // 12: management.LoginRequest
+	(*PeerKeys)(nil),                       // 13: management.PeerKeys
+	(*PeerSystemMeta)(nil),                 // 14: management.PeerSystemMeta
+	(*WiremeshConnections)(nil),            // 15: management.WiremeshConnections
+	(*WiremeshConnection)(nil),             // 16: management.WiremeshConnection
+	(*NetworkAddress)(nil),                 // 17: management.NetworkAddress
+	(*Environment)(nil),                    // 18: management.Environment
+	(*File)(nil),                           // 19: management.File
+	(*Flags)(nil),                          // 20: management.Flags
+	(*LoginResponse)(nil),                  // 21: management.LoginResponse
+	(*SyncRequest)(nil),                    // 22: management.SyncRequest
+	(*WiremeshCapabilities)(nil),           // 23: management.WiremeshCapabilities
+	(*NetworkMapDelta)(nil),                // 24: management.NetworkMapDelta
+	(*SyncMetaRequest)(nil),                // 25: management.SyncMetaRequest
+	(*SyncResponse)(nil),                   // 26: management.SyncResponse
+	(*NetbirdConfig)(nil),                  // 27: management.NetbirdConfig
+	(*HostConfig)(nil),                     // 28: management.HostConfig
+	(*ProtectedHostConfig)(nil),            // 29: management.ProtectedHostConfig
+	(*RelayConfig)(nil),                    // 30: management.RelayConfig
+	(*FlowConfig)(nil),                     // 31: management.FlowConfig
+	(*MetricsConfig)(nil),                  // 32: management.MetricsConfig
+	(*JWTConfig)(nil),                      // 33: management.JWTConfig
+	(*PeerConfig)(nil),                     // 34: management.PeerConfig
+	(*AutoUpdateSettings)(nil),             // 35: management.AutoUpdateSettings
+	(*NetworkMap)(nil),                     // 36: management.NetworkMap
+	(*SSHAuth)(nil),                        // 37: management.SSHAuth
+	(*MachineUserIndexes)(nil),             // 38: management.MachineUserIndexes
+	(*RemotePeerConfig)(nil),               // 39: management.RemotePeerConfig
+	(*SSHConfig)(nil),                      // 40: management.SSHConfig
+	(*DeviceAuthorizationFlowRequest)(nil), // 41: management.DeviceAuthorizationFlowRequest
+	(*DeviceAuthorizationFlow)(nil),        // 42: management.DeviceAuthorizationFlow
+	(*PKCEAuthorizationFlowRequest)(nil),   // 43: management.PKCEAuthorizationFlowRequest
+	(*PKCEAuthorizationFlow)(nil),          // 44: management.PKCEAuthorizationFlow
+	(*ProviderConfig)(nil),                 // 45: management.ProviderConfig
+	(*Route)(nil),                          // 46: management.Route
+	(*DNSConfig)(nil),                      // 47: management.DNSConfig
+	(*CustomZone)(nil),                     // 48: management.CustomZone
+	(*SimpleRecord)(nil),                   // 49: management.SimpleRecord
+	(*NameServerGroup)(nil),                // 50: management.NameServerGroup
+	(*NameServer)(nil),                     // 51: management.NameServer
+	(*FirewallRule)(nil),                   // 52: management.FirewallRule
+	(*PortInfo)(nil),                       // 53: management.PortInfo
+	(*RouteFirewallRule)(nil),              // 54: management.RouteFirewallRule
+	(*ForwardingRule)(nil),                 // 55: management.ForwardingRule
+	(*Checks)(nil),                         // 56: management.Checks
+	(*ExtendAuthSessionRequest)(nil),       // 57: management.ExtendAuthSessionRequest
+	(*ExtendAuthSessionResponse)(nil),      // 58: management.ExtendAuthSessionResponse
+	(*JobRequest)(nil),                     // 59: management.JobRequest
+	(*JobResponse)(nil),                    // 60: management.JobResponse
+	(*BundleParameters)(nil),               // 61: management.BundleParameters
+	(*BundleResult)(nil),                   // 62: management.BundleResult
+	(*ExposeServiceRequest)(nil),           // 63: management.ExposeServiceRequest
+	(*ExposeServiceResponse)(nil),          // 64: management.ExposeServiceResponse
+	(*RenewExposeRequest)(nil),             // 65: management.RenewExposeRequest
+	(*RenewExposeResponse)(nil),            // 66: management.RenewExposeResponse
+	(*StopExposeRequest)(nil),              // 67: management.StopExposeRequest
+	(*StopExposeResponse)(nil),             // 68: management.StopExposeResponse
+	(*NetworkMapEnvelope)(nil),             // 69: management.NetworkMapEnvelope
+	(*NetworkMapComponentsDelta)(nil),      // 70: management.NetworkMapComponentsDelta
+	(*NetworkMapComponentsFull)(nil),       // 71: management.NetworkMapComponentsFull
+	(*ProxyPatch)(nil),                     // 72: management.ProxyPatch
+	(*AccountSettingsCompact)(nil),         // 73: management.AccountSettingsCompact
+	(*AccountNetwork)(nil),                 // 74: management.AccountNetwork
+	(*PeerCompact)(nil),                    // 75: management.PeerCompact
+	(*PolicyCompact)(nil),                  // 76: management.PolicyCompact
+	(*ResourceCompact)(nil),                // 77: management.ResourceCompact
+	(*UserNameList)(nil),                   // 78: management.UserNameList
+	(*GroupCompact)(nil),                   // 79: management.GroupCompact
+	(*DNSSettingsCompact)(nil),             // 80: management.DNSSettingsCompact
+	(*RouteRaw)(nil),                       // 81: management.RouteRaw
+	(*NameServerGroupRaw)(nil),             // 82: management.NameServerGroupRaw
+	(*NetworkResourceRaw)(nil),             // 83: management.NetworkResourceRaw
+	(*NetworkRouterList)(nil),              // 84: management.NetworkRouterList
+	(*NetworkRouterEntry)(nil),             // 85: management.NetworkRouterEntry
+	(*PolicyIds)(nil),                      // 86: management.PolicyIds
+	(*UserIDList)(nil),                     // 87: management.UserIDList
+	(*PeerIndexSet)(nil),                   // 88: management.PeerIndexSet
+	nil,                                    // 89: management.SSHAuth.MachineUsersEntry
+	(*PortInfo_Range)(nil),                 // 90: management.PortInfo.Range
+	nil,                                    // 91: management.NetworkMapComponentsFull.RoutersMapEntry
+	nil,                                    // 92: management.NetworkMapComponentsFull.ResourcePoliciesMapEntry
+	nil,                                    // 93: management.NetworkMapComponentsFull.GroupIdToUserIdsEntry
+	nil,                                    // 94: management.NetworkMapComponentsFull.PostureFailedPeersEntry
+	nil,                                    // 95: management.PolicyCompact.AuthorizedGroupsEntry
+	(*timestamppb.Timestamp)(nil),          // 96: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 97: google.protobuf.Duration
 }
 var file_management_proto_depIdxs = []int32{
-	93,  // 0: management.ServerKeyResponse.expiresAt:type_name -> google.protobuf.Timestamp
-	13,  // 1: management.LoginRequest.meta:type_name -> management.PeerSystemMeta
-	12,  // 2: management.LoginRequest.peerKeys:type_name -> management.PeerKeys
-	14,  // 3: management.PeerSystemMeta.networkAddresses:type_name -> management.NetworkAddress
-	15,  // 4: management.PeerSystemMeta.environment:type_name -> management.Environment
-	16,  // 5: management.PeerSystemMeta.files:type_name -> management.File
-	17,  // 6: management.PeerSystemMeta.flags:type_name -> management.Flags
+	96,  // 0: management.ServerKeyResponse.expiresAt:type_name -> google.protobuf.Timestamp
+	14,  // 1: management.LoginRequest.meta:type_name -> management.PeerSystemMeta
+	13,  // 2: management.LoginRequest.peerKeys:type_name -> management.PeerKeys
+	17,  // 3: management.PeerSystemMeta.networkAddresses:type_name -> management.NetworkAddress
+	18,  // 4: management.PeerSystemMeta.environment:type_name -> management.Environment
+	19,  // 5: management.PeerSystemMeta.files:type_name -> management.File
+	20,  // 6: management.PeerSystemMeta.flags:type_name -> management.Flags
 	0,   // 7: management.PeerSystemMeta.capabilities:type_name -> management.PeerCapability
-	24,  // 8: management.LoginResponse.netbirdConfig:type_name -> management.NetbirdConfig
-	31,  // 9: management.LoginResponse.peerConfig:type_name -> management.PeerConfig
-	53,  // 10: management.LoginResponse.Checks:type_name -> management.Checks
-	93,  // 11: management.LoginResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
-	13,  // 12: management.SyncRequest.meta:type_name -> management.PeerSystemMeta
-	20,  // 13: management.SyncRequest.wiremeshCapabilities:type_name -> management.WiremeshCapabilities
-	36,  // 14: management.NetworkMapDelta.upsertPeers:type_name -> management.RemotePeerConfig
-	49,  // 15: management.NetworkMapDelta.addRules:type_name -> management.FirewallRule
-	49,  // 16: management.NetworkMapDelta.removeRules:type_name -> management.FirewallRule
-	13,  // 17: management.SyncMetaRequest.meta:type_name -> management.PeerSystemMeta
-	24,  // 18: management.SyncResponse.netbirdConfig:type_name -> management.NetbirdConfig
-	31,  // 19: management.SyncResponse.peerConfig:type_name -> management.PeerConfig
-	36,  // 20: management.SyncResponse.remotePeers:type_name -> management.RemotePeerConfig
-	33,  // 21: management.SyncResponse.NetworkMap:type_name -> management.NetworkMap
-	53,  // 22: management.SyncResponse.Checks:type_name -> management.Checks
-	93,  // 23: management.SyncResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
-	66,  // 24: management.SyncResponse.NetworkMapEnvelope:type_name -> management.NetworkMapEnvelope
-	21,  // 25: management.SyncResponse.wiremeshDelta:type_name -> management.NetworkMapDelta
-	25,  // 26: management.NetbirdConfig.stuns:type_name -> management.HostConfig
-	26,  // 27: management.NetbirdConfig.turns:type_name -> management.ProtectedHostConfig
-	25,  // 28: management.NetbirdConfig.signal:type_name -> management.HostConfig
-	27,  // 29: management.NetbirdConfig.relay:type_name -> management.RelayConfig
-	28,  // 30: management.NetbirdConfig.flow:type_name -> management.FlowConfig
-	29,  // 31: management.NetbirdConfig.metrics:type_name -> management.MetricsConfig
-	6,   // 32: management.HostConfig.protocol:type_name -> management.HostConfig.Protocol
-	25,  // 33: management.ProtectedHostConfig.hostConfig:type_name -> management.HostConfig
-	94,  // 34: management.FlowConfig.interval:type_name -> google.protobuf.Duration
-	37,  // 35: management.PeerConfig.sshConfig:type_name -> management.SSHConfig
-	32,  // 36: management.PeerConfig.autoUpdate:type_name -> management.AutoUpdateSettings
-	31,  // 37: management.NetworkMap.peerConfig:type_name -> management.PeerConfig
-	36,  // 38: management.NetworkMap.remotePeers:type_name -> management.RemotePeerConfig
-	43,  // 39: management.NetworkMap.Routes:type_name -> management.Route
-	44,  // 40: management.NetworkMap.DNSConfig:type_name -> management.DNSConfig
-	36,  // 41: management.NetworkMap.offlinePeers:type_name -> management.RemotePeerConfig
-	49,  // 42: management.NetworkMap.FirewallRules:type_name -> management.FirewallRule
-	51,  // 43: management.NetworkMap.routesFirewallRules:type_name -> management.RouteFirewallRule
-	52,  // 44: management.NetworkMap.forwardingRules:type_name -> management.ForwardingRule
-	34,  // 45: management.NetworkMap.sshAuth:type_name -> management.SSHAuth
-	86,  // 46: management.SSHAuth.machine_users:type_name -> management.SSHAuth.MachineUsersEntry
-	37,  // 47: management.RemotePeerConfig.sshConfig:type_name -> management.SSHConfig
-	30,  // 48: management.SSHConfig.jwtConfig:type_name -> management.JWTConfig
-	7,   // 49: management.DeviceAuthorizationFlow.Provider:type_name -> management.DeviceAuthorizationFlow.provider
-	42,  // 50: management.DeviceAuthorizationFlow.ProviderConfig:type_name -> management.ProviderConfig
-	42,  // 51: management.PKCEAuthorizationFlow.ProviderConfig:type_name -> management.ProviderConfig
-	47,  // 52: management.DNSConfig.NameServerGroups:type_name -> management.NameServerGroup
-	45,  // 53: management.DNSConfig.CustomZones:type_name -> management.CustomZone
-	46,  // 54: management.CustomZone.Records:type_name -> management.SimpleRecord
-	48,  // 55: management.NameServerGroup.NameServers:type_name -> management.NameServer
-	2,   // 56: management.FirewallRule.Direction:type_name -> management.RuleDirection
-	3,   // 57: management.FirewallRule.Action:type_name -> management.RuleAction
-	1,   // 58: management.FirewallRule.Protocol:type_name -> management.RuleProtocol
-	50,  // 59: management.FirewallRule.PortInfo:type_name -> management.PortInfo
-	87,  // 60: management.PortInfo.range:type_name -> management.PortInfo.Range
-	3,   // 61: management.RouteFirewallRule.action:type_name -> management.RuleAction
-	1,   // 62: management.RouteFirewallRule.protocol:type_name -> management.RuleProtocol
-	50,  // 63: management.RouteFirewallRule.portInfo:type_name -> management.PortInfo
-	1,   // 64: management.ForwardingRule.protocol:type_name -> management.RuleProtocol
-	50,  // 65: management.ForwardingRule.destinationPort:type_name -> management.PortInfo
-	50,  // 66: management.ForwardingRule.translatedPort:type_name -> management.PortInfo
-	13,  // 67: management.ExtendAuthSessionRequest.meta:type_name -> management.PeerSystemMeta
-	93,  // 68: management.ExtendAuthSessionResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
-	58,  // 69: management.JobRequest.bundle:type_name -> management.BundleParameters
-	4,   // 70: management.JobResponse.status:type_name -> management.JobStatus
-	59,  // 71: management.JobResponse.bundle:type_name -> management.BundleResult
-	5,   // 72: management.ExposeServiceRequest.protocol:type_name -> management.ExposeProtocol
-	68,  // 73: management.NetworkMapEnvelope.full:type_name -> management.NetworkMapComponentsFull
-	67,  // 74: management.NetworkMapEnvelope.delta:type_name -> management.NetworkMapComponentsDelta
-	31,  // 75: management.NetworkMapComponentsFull.peer_config:type_name -> management.PeerConfig
-	71,  // 76: management.NetworkMapComponentsFull.network:type_name -> management.AccountNetwork
-	70,  // 77: management.NetworkMapComponentsFull.account_settings:type_name -> management.AccountSettingsCompact
-	77,  // 78: management.NetworkMapComponentsFull.dns_settings:type_name -> management.DNSSettingsCompact
-	72,  // 79: management.NetworkMapComponentsFull.peers:type_name -> management.PeerCompact
-	73,  // 80: management.NetworkMapComponentsFull.policies:type_name -> management.PolicyCompact
-	76,  // 81: management.NetworkMapComponentsFull.groups:type_name -> management.GroupCompact
-	78,  // 82: management.NetworkMapComponentsFull.routes:type_name -> management.RouteRaw
-	79,  // 83: management.NetworkMapComponentsFull.nameserver_groups:type_name -> management.NameServerGroupRaw
-	46,  // 84: management.NetworkMapComponentsFull.all_dns_records:type_name -> management.SimpleRecord
-	45,  // 85: management.NetworkMapComponentsFull.account_zones:type_name -> management.CustomZone
-	80,  // 86: management.NetworkMapComponentsFull.network_resources:type_name -> management.NetworkResourceRaw
-	88,  // 87: management.NetworkMapComponentsFull.routers_map:type_name -> management.NetworkMapComponentsFull.RoutersMapEntry
-	89,  // 88: management.NetworkMapComponentsFull.resource_policies_map:type_name -> management.NetworkMapComponentsFull.ResourcePoliciesMapEntry
-	90,  // 89: management.NetworkMapComponentsFull.group_id_to_user_ids:type_name -> management.NetworkMapComponentsFull.GroupIdToUserIdsEntry
-	91,  // 90: management.NetworkMapComponentsFull.posture_failed_peers:type_name -> management.NetworkMapComponentsFull.PostureFailedPeersEntry
-	69,  // 91: management.NetworkMapComponentsFull.proxy_patch:type_name -> management.ProxyPatch
-	36,  // 92: management.ProxyPatch.peers:type_name -> management.RemotePeerConfig
-	36,  // 93: management.ProxyPatch.offline_peers:type_name -> management.RemotePeerConfig
-	49,  // 94: management.ProxyPatch.firewall_rules:type_name -> management.FirewallRule
-	43,  // 95: management.ProxyPatch.routes:type_name -> management.Route
-	51,  // 96: management.ProxyPatch.route_firewall_rules:type_name -> management.RouteFirewallRule
-	52,  // 97: management.ProxyPatch.forwarding_rules:type_name -> management.ForwardingRule
-	3,   // 98: management.PolicyCompact.action:type_name -> management.RuleAction
-	1,   // 99: management.PolicyCompact.protocol:type_name -> management.RuleProtocol
-	87,  // 100: management.PolicyCompact.port_ranges:type_name -> management.PortInfo.Range
-	92,  // 101: management.PolicyCompact.authorized_groups:type_name -> management.PolicyCompact.AuthorizedGroupsEntry
-	74,  // 102: management.PolicyCompact.source_resource:type_name -> management.ResourceCompact
-	74,  // 103: management.PolicyCompact.destination_resource:type_name -> management.ResourceCompact
-	48,  // 104: management.NameServerGroupRaw.nameservers:type_name -> management.NameServer
-	82,  // 105: management.NetworkRouterList.entries:type_name -> management.NetworkRouterEntry
-	35,  // 106: management.SSHAuth.MachineUsersEntry.value:type_name -> management.MachineUserIndexes
-	81,  // 107: management.NetworkMapComponentsFull.RoutersMapEntry.value:type_name -> management.NetworkRouterList
-	83,  // 108: management.NetworkMapComponentsFull.ResourcePoliciesMapEntry.value:type_name -> management.PolicyIds
-	84,  // 109: management.NetworkMapComponentsFull.GroupIdToUserIdsEntry.value:type_name -> management.UserIDList
-	85,  // 110: management.NetworkMapComponentsFull.PostureFailedPeersEntry.value:type_name -> management.PeerIndexSet
-	75,  // 111: management.PolicyCompact.AuthorizedGroupsEntry.value:type_name -> management.UserNameList
-	8,   // 112: management.ManagementService.Login:input_type -> management.EncryptedMessage
-	8,   // 113: management.ManagementService.Sync:input_type -> management.EncryptedMessage
-	10,  // 114: management.ManagementService.GetServerKey:input_type -> management.Empty
-	10,  // 115: management.ManagementService.isHealthy:input_type -> management.Empty
-	8,   // 116: management.ManagementService.GetDeviceAuthorizationFlow:input_type -> management.EncryptedMessage
-	8,   // 117: management.ManagementService.GetPKCEAuthorizationFlow:input_type -> management.EncryptedMessage
-	8,   // 118: management.ManagementService.SyncMeta:input_type -> management.EncryptedMessage
-	8,   // 119: management.ManagementService.Logout:input_type -> management.EncryptedMessage
-	8,   // 120: management.ManagementService.Job:input_type -> management.EncryptedMessage
-	8,   // 121: management.ManagementService.CreateExpose:input_type -> management.EncryptedMessage
-	8,   // 122: management.ManagementService.RenewExpose:input_type -> management.EncryptedMessage
-	8,   // 123: management.ManagementService.StopExpose:input_type -> management.EncryptedMessage
-	8,   // 124: management.ManagementService.ExtendAuthSession:input_type -> management.EncryptedMessage
-	8,   // 125: management.ManagementService.Login:output_type -> management.EncryptedMessage
-	8,   // 126: management.ManagementService.Sync:output_type -> management.EncryptedMessage
-	9,   // 127: management.ManagementService.GetServerKey:output_type -> management.ServerKeyResponse
-	10,  // 128: management.ManagementService.isHealthy:output_type -> management.Empty
-	8,   // 129: management.ManagementService.GetDeviceAuthorizationFlow:output_type -> management.EncryptedMessage
-	8,   // 130: management.ManagementService.GetPKCEAuthorizationFlow:output_type -> management.EncryptedMessage
-	10,  // 131: management.ManagementService.SyncMeta:output_type -> management.Empty
-	10,  // 132: management.ManagementService.Logout:output_type -> management.Empty
-	8,   // 133: management.ManagementService.Job:output_type -> management.EncryptedMessage
-	8,   // 134: management.ManagementService.CreateExpose:output_type -> management.EncryptedMessage
-	8,   // 135: management.ManagementService.RenewExpose:output_type -> management.EncryptedMessage
-	8,   // 136: management.ManagementService.StopExpose:output_type -> management.EncryptedMessage
-	8,   // 137: management.ManagementService.ExtendAuthSession:output_type -> management.EncryptedMessage
-	125, // [125:138] is the sub-list for method output_type
-	112, // [112:125] is the sub-list for method input_type
-	112, // [112:112] is the sub-list for extension type_name
-	112, // [112:112] is the sub-list for extension extendee
-	0,   // [0:112] is the sub-list for field type_name
+	15,  // 8: management.PeerSystemMeta.wiremeshConnections:type_name -> management.WiremeshConnections
+	16,  // 9: management.WiremeshConnections.connections:type_name -> management.WiremeshConnection
+	6,   // 10: management.WiremeshConnection.type:type_name -> management.WiremeshConnection.Type
+	27,  // 11: management.LoginResponse.netbirdConfig:type_name -> management.NetbirdConfig
+	34,  // 12: management.LoginResponse.peerConfig:type_name -> management.PeerConfig
+	56,  // 13: management.LoginResponse.Checks:type_name -> management.Checks
+	96,  // 14: management.LoginResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
+	14,  // 15: management.SyncRequest.meta:type_name -> management.PeerSystemMeta
+	23,  // 16: management.SyncRequest.wiremeshCapabilities:type_name -> management.WiremeshCapabilities
+	39,  // 17: management.NetworkMapDelta.upsertPeers:type_name -> management.RemotePeerConfig
+	52,  // 18: management.NetworkMapDelta.addRules:type_name -> management.FirewallRule
+	52,  // 19: management.NetworkMapDelta.removeRules:type_name -> management.FirewallRule
+	14,  // 20: management.SyncMetaRequest.meta:type_name -> management.PeerSystemMeta
+	27,  // 21: management.SyncResponse.netbirdConfig:type_name -> management.NetbirdConfig
+	34,  // 22: management.SyncResponse.peerConfig:type_name -> management.PeerConfig
+	39,  // 23: management.SyncResponse.remotePeers:type_name -> management.RemotePeerConfig
+	36,  // 24: management.SyncResponse.NetworkMap:type_name -> management.NetworkMap
+	56,  // 25: management.SyncResponse.Checks:type_name -> management.Checks
+	96,  // 26: management.SyncResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
+	69,  // 27: management.SyncResponse.NetworkMapEnvelope:type_name -> management.NetworkMapEnvelope
+	24,  // 28: management.SyncResponse.wiremeshDelta:type_name -> management.NetworkMapDelta
+	28,  // 29: management.NetbirdConfig.stuns:type_name -> management.HostConfig
+	29,  // 30: management.NetbirdConfig.turns:type_name -> management.ProtectedHostConfig
+	28,  // 31: management.NetbirdConfig.signal:type_name -> management.HostConfig
+	30,  // 32: management.NetbirdConfig.relay:type_name -> management.RelayConfig
+	31,  // 33: management.NetbirdConfig.flow:type_name -> management.FlowConfig
+	32,  // 34: management.NetbirdConfig.metrics:type_name -> management.MetricsConfig
+	7,   // 35: management.HostConfig.protocol:type_name -> management.HostConfig.Protocol
+	28,  // 36: management.ProtectedHostConfig.hostConfig:type_name -> management.HostConfig
+	97,  // 37: management.FlowConfig.interval:type_name -> google.protobuf.Duration
+	40,  // 38: management.PeerConfig.sshConfig:type_name -> management.SSHConfig
+	35,  // 39: management.PeerConfig.autoUpdate:type_name -> management.AutoUpdateSettings
+	34,  // 40: management.NetworkMap.peerConfig:type_name -> management.PeerConfig
+	39,  // 41: management.NetworkMap.remotePeers:type_name -> management.RemotePeerConfig
+	46,  // 42: management.NetworkMap.Routes:type_name -> management.Route
+	47,  // 43: management.NetworkMap.DNSConfig:type_name -> management.DNSConfig
+	39,  // 44: management.NetworkMap.offlinePeers:type_name -> management.RemotePeerConfig
+	52,  // 45: management.NetworkMap.FirewallRules:type_name -> management.FirewallRule
+	54,  // 46: management.NetworkMap.routesFirewallRules:type_name -> management.RouteFirewallRule
+	55,  // 47: management.NetworkMap.forwardingRules:type_name -> management.ForwardingRule
+	37,  // 48: management.NetworkMap.sshAuth:type_name -> management.SSHAuth
+	89,  // 49: management.SSHAuth.machine_users:type_name -> management.SSHAuth.MachineUsersEntry
+	40,  // 50: management.RemotePeerConfig.sshConfig:type_name -> management.SSHConfig
+	33,  // 51: management.SSHConfig.jwtConfig:type_name -> management.JWTConfig
+	8,   // 52: management.DeviceAuthorizationFlow.Provider:type_name -> management.DeviceAuthorizationFlow.provider
+	45,  // 53: management.DeviceAuthorizationFlow.ProviderConfig:type_name -> management.ProviderConfig
+	45,  // 54: management.PKCEAuthorizationFlow.ProviderConfig:type_name -> management.ProviderConfig
+	50,  // 55: management.DNSConfig.NameServerGroups:type_name -> management.NameServerGroup
+	48,  // 56: management.DNSConfig.CustomZones:type_name -> management.CustomZone
+	49,  // 57: management.CustomZone.Records:type_name -> management.SimpleRecord
+	51,  // 58: management.NameServerGroup.NameServers:type_name -> management.NameServer
+	2,   // 59: management.FirewallRule.Direction:type_name -> management.RuleDirection
+	3,   // 60: management.FirewallRule.Action:type_name -> management.RuleAction
+	1,   // 61: management.FirewallRule.Protocol:type_name -> management.RuleProtocol
+	53,  // 62: management.FirewallRule.PortInfo:type_name -> management.PortInfo
+	90,  // 63: management.PortInfo.range:type_name -> management.PortInfo.Range
+	3,   // 64: management.RouteFirewallRule.action:type_name -> management.RuleAction
+	1,   // 65: management.RouteFirewallRule.protocol:type_name -> management.RuleProtocol
+	53,  // 66: management.RouteFirewallRule.portInfo:type_name -> management.PortInfo
+	1,   // 67: management.ForwardingRule.protocol:type_name -> management.RuleProtocol
+	53,  // 68: management.ForwardingRule.destinationPort:type_name -> management.PortInfo
+	53,  // 69: management.ForwardingRule.translatedPort:type_name -> management.PortInfo
+	14,  // 70: management.ExtendAuthSessionRequest.meta:type_name -> management.PeerSystemMeta
+	96,  // 71: management.ExtendAuthSessionResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
+	61,  // 72: management.JobRequest.bundle:type_name -> management.BundleParameters
+	4,   // 73: management.JobResponse.status:type_name -> management.JobStatus
+	62,  // 74: management.JobResponse.bundle:type_name -> management.BundleResult
+	5,   // 75: management.ExposeServiceRequest.protocol:type_name -> management.ExposeProtocol
+	71,  // 76: management.NetworkMapEnvelope.full:type_name -> management.NetworkMapComponentsFull
+	70,  // 77: management.NetworkMapEnvelope.delta:type_name -> management.NetworkMapComponentsDelta
+	34,  // 78: management.NetworkMapComponentsFull.peer_config:type_name -> management.PeerConfig
+	74,  // 79: management.NetworkMapComponentsFull.network:type_name -> management.AccountNetwork
+	73,  // 80: management.NetworkMapComponentsFull.account_settings:type_name -> management.AccountSettingsCompact
+	80,  // 81: management.NetworkMapComponentsFull.dns_settings:type_name -> management.DNSSettingsCompact
+	75,  // 82: management.NetworkMapComponentsFull.peers:type_name -> management.PeerCompact
+	76,  // 83: management.NetworkMapComponentsFull.policies:type_name -> management.PolicyCompact
+	79,  // 84: management.NetworkMapComponentsFull.groups:type_name -> management.GroupCompact
+	81,  // 85: management.NetworkMapComponentsFull.routes:type_name -> management.RouteRaw
+	82,  // 86: management.NetworkMapComponentsFull.nameserver_groups:type_name -> management.NameServerGroupRaw
+	49,  // 87: management.NetworkMapComponentsFull.all_dns_records:type_name -> management.SimpleRecord
+	48,  // 88: management.NetworkMapComponentsFull.account_zones:type_name -> management.CustomZone
+	83,  // 89: management.NetworkMapComponentsFull.network_resources:type_name -> management.NetworkResourceRaw
+	91,  // 90: management.NetworkMapComponentsFull.routers_map:type_name -> management.NetworkMapComponentsFull.RoutersMapEntry
+	92,  // 91: management.NetworkMapComponentsFull.resource_policies_map:type_name -> management.NetworkMapComponentsFull.ResourcePoliciesMapEntry
+	93,  // 92: management.NetworkMapComponentsFull.group_id_to_user_ids:type_name -> management.NetworkMapComponentsFull.GroupIdToUserIdsEntry
+	94,  // 93: management.NetworkMapComponentsFull.posture_failed_peers:type_name -> management.NetworkMapComponentsFull.PostureFailedPeersEntry
+	72,  // 94: management.NetworkMapComponentsFull.proxy_patch:type_name -> management.ProxyPatch
+	39,  // 95: management.ProxyPatch.peers:type_name -> management.RemotePeerConfig
+	39,  // 96: management.ProxyPatch.offline_peers:type_name -> management.RemotePeerConfig
+	52,  // 97: management.ProxyPatch.firewall_rules:type_name -> management.FirewallRule
+	46,  // 98: management.ProxyPatch.routes:type_name -> management.Route
+	54,  // 99: management.ProxyPatch.route_firewall_rules:type_name -> management.RouteFirewallRule
+	55,  // 100: management.ProxyPatch.forwarding_rules:type_name -> management.ForwardingRule
+	3,   // 101: management.PolicyCompact.action:type_name -> management.RuleAction
+	1,   // 102: management.PolicyCompact.protocol:type_name -> management.RuleProtocol
+	90,  // 103: management.PolicyCompact.port_ranges:type_name -> management.PortInfo.Range
+	95,  // 104: management.PolicyCompact.authorized_groups:type_name -> management.PolicyCompact.AuthorizedGroupsEntry
+	77,  // 105: management.PolicyCompact.source_resource:type_name -> management.ResourceCompact
+	77,  // 106: management.PolicyCompact.destination_resource:type_name -> management.ResourceCompact
+	51,  // 107: management.NameServerGroupRaw.nameservers:type_name -> management.NameServer
+	85,  // 108: management.NetworkRouterList.entries:type_name -> management.NetworkRouterEntry
+	38,  // 109: management.SSHAuth.MachineUsersEntry.value:type_name -> management.MachineUserIndexes
+	84,  // 110: management.NetworkMapComponentsFull.RoutersMapEntry.value:type_name -> management.NetworkRouterList
+	86,  // 111: management.NetworkMapComponentsFull.ResourcePoliciesMapEntry.value:type_name -> management.PolicyIds
+	87,  // 112: management.NetworkMapComponentsFull.GroupIdToUserIdsEntry.value:type_name -> management.UserIDList
+	88,  // 113: management.NetworkMapComponentsFull.PostureFailedPeersEntry.value:type_name -> management.PeerIndexSet
+	78,  // 114: management.PolicyCompact.AuthorizedGroupsEntry.value:type_name -> management.UserNameList
+	9,   // 115: management.ManagementService.Login:input_type -> management.EncryptedMessage
+	9,   // 116: management.ManagementService.Sync:input_type -> management.EncryptedMessage
+	11,  // 117: management.ManagementService.GetServerKey:input_type -> management.Empty
+	11,  // 118: management.ManagementService.isHealthy:input_type -> management.Empty
+	9,   // 119: management.ManagementService.GetDeviceAuthorizationFlow:input_type -> management.EncryptedMessage
+	9,   // 120: management.ManagementService.GetPKCEAuthorizationFlow:input_type -> management.EncryptedMessage
+	9,   // 121: management.ManagementService.SyncMeta:input_type -> management.EncryptedMessage
+	9,   // 122: management.ManagementService.Logout:input_type -> management.EncryptedMessage
+	9,   // 123: management.ManagementService.Job:input_type -> management.EncryptedMessage
+	9,   // 124: management.ManagementService.CreateExpose:input_type -> management.EncryptedMessage
+	9,   // 125: management.ManagementService.RenewExpose:input_type -> management.EncryptedMessage
+	9,   // 126: management.ManagementService.StopExpose:input_type -> management.EncryptedMessage
+	9,   // 127: management.ManagementService.ExtendAuthSession:input_type -> management.EncryptedMessage
+	9,   // 128: management.ManagementService.Login:output_type -> management.EncryptedMessage
+	9,   // 129: management.ManagementService.Sync:output_type -> management.EncryptedMessage
+	10,  // 130: management.ManagementService.GetServerKey:output_type -> management.ServerKeyResponse
+	11,  // 131: management.ManagementService.isHealthy:output_type -> management.Empty
+	9,   // 132: management.ManagementService.GetDeviceAuthorizationFlow:output_type -> management.EncryptedMessage
+	9,   // 133: management.ManagementService.GetPKCEAuthorizationFlow:output_type -> management.EncryptedMessage
+	11,  // 134: management.ManagementService.SyncMeta:output_type -> management.Empty
+	11,  // 135: management.ManagementService.Logout:output_type -> management.Empty
+	9,   // 136: management.ManagementService.Job:output_type -> management.EncryptedMessage
+	9,   // 137: management.ManagementService.CreateExpose:output_type -> management.EncryptedMessage
+	9,   // 138: management.ManagementService.RenewExpose:output_type -> management.EncryptedMessage
+	9,   // 139: management.ManagementService.StopExpose:output_type -> management.EncryptedMessage
+	9,   // 140: management.ManagementService.ExtendAuthSession:output_type -> management.EncryptedMessage
+	128, // [128:141] is the sub-list for method output_type
+	115, // [115:128] is the sub-list for method input_type
+	115, // [115:115] is the sub-list for extension type_name
+	115, // [115:115] is the sub-list for extension extendee
+	0,   // [0:115] is the sub-list for field type_name
 }
 
 func init() { file_management_proto_init() }
@@ -7207,17 +7397,17 @@ func file_management_proto_init() {
 	if File_management_proto != nil {
 		return
 	}
-	file_management_proto_msgTypes[42].OneofWrappers = []any{
+	file_management_proto_msgTypes[44].OneofWrappers = []any{
 		(*PortInfo_Port)(nil),
 		(*PortInfo_Range_)(nil),
 	}
-	file_management_proto_msgTypes[48].OneofWrappers = []any{
+	file_management_proto_msgTypes[50].OneofWrappers = []any{
 		(*JobRequest_Bundle)(nil),
 	}
-	file_management_proto_msgTypes[49].OneofWrappers = []any{
+	file_management_proto_msgTypes[51].OneofWrappers = []any{
 		(*JobResponse_Bundle)(nil),
 	}
-	file_management_proto_msgTypes[58].OneofWrappers = []any{
+	file_management_proto_msgTypes[60].OneofWrappers = []any{
 		(*NetworkMapEnvelope_Full)(nil),
 		(*NetworkMapEnvelope_Delta)(nil),
 	}
@@ -7226,8 +7416,8 @@ func file_management_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_management_proto_rawDesc), len(file_management_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   85,
+			NumEnums:      9,
+			NumMessages:   87,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

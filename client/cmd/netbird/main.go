@@ -115,6 +115,7 @@ func plain(err error) error {
 type upFlags struct {
 	foreground, noBrowser, disableDNS, disableFirewall, allowSSH, trustNewKey bool
 	exitNodeBlockLAN                                                          bool
+	disableClientRoutes, disableServerRoutes, blockLANAccess                  bool
 	iface, profile, exitNode                                                  string
 	port, mtu                                                                 int
 	dnsLabels                                                                 []string
@@ -136,6 +137,9 @@ func upCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.profile, "profile", "", "profile to connect (selects it; see netbird profile list)")
 	fl.StringVar(&f.exitNode, "exit-node", "", "send internet traffic through this exit node (its ID in netbird networks ls); other exit nodes are deselected")
 	fl.BoolVar(&f.exitNodeBlockLAN, "exit-node-block-lan", false, "while an exit node carries internet traffic, send local LAN traffic through it too (default: the LAN stays reachable directly; remembered in the profile)")
+	fl.BoolVar(&f.disableClientRoutes, "disable-client-routes", false, "use none of the routes management offers this machine: they are still listed by netbird networks ls (remembered in the profile)")
+	fl.BoolVar(&f.disableServerRoutes, "disable-server-routes", false, "route for no one, even where management makes this machine a routing peer or exit node (remembered in the profile)")
+	fl.BoolVar(&f.blockLANAccess, "block-lan-access", false, "as a routing peer or exit node, drop routed traffic to this machine's local networks unless a route names them (remembered in the profile)")
 	fl.BoolVar(&f.trustNewKey, "trust-new-server-key", false, "accept a management server whose identity changed since the first login (after a deliberate reinstall)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if g.psk != "" {
@@ -191,6 +195,15 @@ func upDaemon(ctx context.Context, g *globals, f upFlags, setupKey string, chang
 	}
 	if changed("exit-node-block-lan") {
 		req.ExitNodeBlockLan = &f.exitNodeBlockLAN
+	}
+	if changed("disable-client-routes") {
+		req.DisableClientRoutes = &f.disableClientRoutes
+	}
+	if changed("disable-server-routes") {
+		req.DisableServerRoutes = &f.disableServerRoutes
+	}
+	if changed("block-lan-access") {
+		req.BlockLanAccess = &f.blockLANAccess
 	}
 	if err := loginDaemon(ctx, c, req, f.noBrowser); err != nil {
 		return err
@@ -252,6 +265,15 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 	if changed("exit-node-block-lan") {
 		cfg.ExitNodeBlockLAN = f.exitNodeBlockLAN
 	}
+	if changed("disable-client-routes") {
+		cfg.DisableClientRoutes = f.disableClientRoutes
+	}
+	if changed("disable-server-routes") {
+		cfg.DisableServerRoutes = f.disableServerRoutes
+	}
+	if changed("block-lan-access") {
+		cfg.BlockLANAccess = f.blockLANAccess
+	}
 	t, err := mgmtclient.ParseURL(cfg.ManagementURL)
 	if err != nil {
 		return err
@@ -271,6 +293,7 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 		Interface: cfg.InterfaceName, WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: version.Version, Log: log,
 		DisableDNS: cfg.DisableDNS, ResolvConf: daemon.ResolvConf(state.Dir()), StateDir: state.Dir(), Firewall: os.Getenv("NB_FIREWALL"),
 		RouteSelection: engine.RouteSelection(cfg.Routes), ExitNodeLAN: !cfg.ExitNodeBlockLAN,
+		DisableClientRoutes: cfg.DisableClientRoutes, DisableServerRoutes: cfg.DisableServerRoutes, BlockLANAccess: cfg.BlockLANAccess,
 		ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true", KernelWG: os.Getenv("NB_WG_KERNEL") == "true",
 		OnFatal: func(err error) { fatal <- err },
 		Bundle: &debugbundle.Source{Version: "netbird " + version.Version, Level: level, LogFile: logFileOf(g), Stacks: true,

@@ -1274,6 +1274,10 @@ export interface components {
             serial_number: string;
             extra_dns_labels: string[];
             ephemeral: boolean;
+            local_flags: components["schemas"]["PeerLocalFlags"];
+            connections?: components["schemas"]["PeerConnectionCounts"];
+            /** @description wiremesh extension: one entry per remote peer this peer's agent reports a connection to; absent when it reports none. */
+            peer_connections?: components["schemas"]["PeerConnection"][];
         };
         PeerBatch: {
             id: string;
@@ -1306,7 +1310,9 @@ export interface components {
             serial_number: string;
             extra_dns_labels: string[];
             ephemeral: boolean;
+            local_flags: components["schemas"]["PeerLocalFlags"];
             accessible_peers_count: number;
+            connections?: components["schemas"]["PeerConnectionCounts"];
         };
         PeerRequest: {
             name: string;
@@ -1314,6 +1320,23 @@ export interface components {
             login_expiration_enabled: boolean;
             inactivity_expiration_enabled?: boolean;
             approval_required?: boolean;
+        };
+        /** @description wiremesh extension: the peer's connections to other peers by type, as its wiremesh agent reports them while connected to management; absent for peers that report nothing (official NetBird clients, offline peers). */
+        PeerConnectionCounts: {
+            /** @description Connections carried directly (ICE host or server-reflexive). */
+            p2p: number;
+            /** @description Connections carried by a relay (relay server or TURN). */
+            relayed: number;
+            /** @description Connections not established yet. */
+            connecting: number;
+        };
+        PeerConnection: {
+            /** @description The remote peer. */
+            peer_id: string;
+            /** @enum {string} */
+            type: "p2p" | "relayed" | "connecting";
+            /** @description Round-trip time in milliseconds, when the agent measured it. */
+            latency_ms?: number;
         };
         PeerMinimum: {
             id: string;
@@ -1818,6 +1841,19 @@ export interface components {
             /** @description Default true. */
             enabled: boolean;
             records: components["schemas"]["DNSRecord"][];
+        };
+        /** @description Settings the peer's client reports it runs with (netbird up flags). */
+        PeerLocalFlags: {
+            rosenpass_enabled?: boolean;
+            rosenpass_permissive?: boolean;
+            server_ssh_allowed?: boolean;
+            disable_client_routes?: boolean;
+            disable_server_routes?: boolean;
+            disable_dns?: boolean;
+            disable_firewall?: boolean;
+            block_lan_access?: boolean;
+            block_inbound?: boolean;
+            lazy_connection_enabled?: boolean;
         };
     };
     responses: {

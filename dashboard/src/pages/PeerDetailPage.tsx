@@ -41,6 +41,7 @@ import { useAccessState, usersNote } from "../access/useAccess";
 import { isBuiltIn, withPeer } from "../groups/edit";
 import { notApplied, peerRequest, validatePeerName, type PeerRequest } from "../peers/detail";
 import { lastSeenText } from "../peers/filter";
+import { connectionsText, connectionTypeLabel } from "../peers/connections";
 import { ServedRoutes } from "../routing/ServedRoutes";
 
 function when(s: string): string {
@@ -337,6 +338,58 @@ function LinksTable({ label, rows, names, empty, extra }: { label: string; rows:
   );
 }
 
+/** How this peer's connections go, as its wiremesh agent reports them. */
+function Connections({ peer }: { peer: OnePeer }) {
+  const access = useAccessState();
+  const names = useMemo(() => new Map((access.data?.peers ?? []).map((p) => [p.id, p])), [access.data]);
+  const rows = useMemo(
+    () => [...(peer.peer_connections ?? [])].sort((a, b) => (names.get(a.peer_id)?.name ?? a.peer_id).localeCompare(names.get(b.peer_id)?.name ?? b.peer_id)),
+    [peer.peer_connections, names],
+  );
+  return (
+    <Card withBorder>
+      <Stack gap="xs">
+        <Title order={4}>Connections</Title>
+        {!peer.connections ? (
+          <Text size="sm" c="dimmed">
+            {peer.connected ? "This peer's agent does not report its connections (only wiremesh agents do)." : "The peer is offline."}
+          </Text>
+        ) : (
+          <>
+            <Text size="sm">{connectionsText(peer)}</Text>
+            {rows.length > 0 && (
+              <Table aria-label="Connections to other peers" verticalSpacing="xs">
+                <Table.Thead>
+                  <Table.Tr>
+                    <Table.Th>Peer</Table.Th>
+                    <Table.Th>Type</Table.Th>
+                    <Table.Th>Latency</Table.Th>
+                  </Table.Tr>
+                </Table.Thead>
+                <Table.Tbody>
+                  {rows.map((c) => (
+                    <Table.Tr key={c.peer_id}>
+                      <Table.Td>
+                        <PeerName id={c.peer_id} names={names} />
+                      </Table.Td>
+                      <Table.Td>
+                        <Badge variant="light" color={c.type === "p2p" ? "green" : c.type === "relayed" ? "blue" : "gray"}>
+                          {connectionTypeLabel(c.type)}
+                        </Badge>
+                      </Table.Td>
+                      <Table.Td>{c.latency_ms !== undefined ? `${c.latency_ms} ms` : "—"}</Table.Td>
+                    </Table.Tr>
+                  ))}
+                </Table.Tbody>
+              </Table>
+            )}
+          </>
+        )}
+      </Stack>
+    </Card>
+  );
+}
+
 function Access({ peer }: { peer: OnePeer }) {
   const { api } = useApp();
   const reached = usePoll((signal) => api.get("/api/peers/{peerId}/accessible-peers", { signal, path: { peerId: peer.id } }), LIVE_INTERVAL_MS, [peer.id]);
@@ -518,6 +571,7 @@ export function PeerDetailPage() {
             <Settings peer={p} onSaved={() => void peer.reload()} />
             <Groups peer={p} onSaved={() => void peer.reload()} />
           </SimpleGrid>
+          <Connections peer={p} />
           <Access peer={p} />
           <ServedRoutes peer={p} />
         </>

@@ -11,6 +11,7 @@ import { messageOf, type Peer } from "../api/client";
 import { LIVE_INTERVAL_MS, usePoll } from "../api/poll";
 import { useApp } from "../app";
 import { defaultQuery, filterPeers, lastSeenText, osFamilies, prepareSearch, sortPeers, type PeerQuery, type SortKey, type StatusFilter } from "../peers/filter";
+import { connectionsText } from "../peers/connections";
 import classes from "./PeersPage.module.css";
 
 const ROW_HEIGHT = 52;
@@ -25,6 +26,7 @@ const columns: Column[] = [
   { key: "address", label: "Address", sort: "ip" },
   { key: "status", label: "Status", sort: "connected" },
   { key: "connection", label: "Connection" },
+  { key: "links", label: "P2P / relayed" },
   { key: "os", label: "OS", sort: "os" },
   { key: "version", label: "Agent", sort: "version" },
   { key: "groups", label: "Groups" },
@@ -109,6 +111,11 @@ const Row = memo(function Row({ p }: { p: Peer }) {
       <div role="cell" className={classes.cell}>
         <Text size="sm" ff="monospace" c={p.connection_ip ? undefined : "dimmed"} truncate="end">
           {p.connection_ip || "—"}
+        </Text>
+      </div>
+      <div role="cell" className={classes.cell}>
+        <Text size="sm" c={p.connections ? undefined : "dimmed"} truncate="end" title="Connections to other peers, as the peer's wiremesh agent reports them">
+          {connectionsText(p)}
         </Text>
       </div>
       <div role="cell" className={classes.cell}>

@@ -33,6 +33,7 @@ function peer(p: Partial<Peer>): Peer {
     serial_number: "",
     extra_dns_labels: [],
     ephemeral: false,
+    local_flags: {},
     accessible_peers_count: 0,
     ...p,
   };
