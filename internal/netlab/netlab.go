@@ -9,6 +9,7 @@ package netlab
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -103,10 +104,13 @@ func (l *Lab) addNS(name string) string {
 		l.t.Fatal(err)
 	}
 	// Its own hosts file too: an agent whose last resort is the hosts
-	// file edits the namespace's copy, never the host's.
-	hosts, _ := os.ReadFile("/etc/hosts")
-	if err := os.WriteFile(filepath.Join(dir, "hosts"), hosts, 0o644); err != nil {
-		l.t.Fatal(err)
+	// file edits the namespace's copy, never the host's. A test may have
+	// written one for the namespace already (names of its servers): keep it.
+	if _, err := os.Stat(filepath.Join(dir, "hosts")); errors.Is(err, os.ErrNotExist) {
+		hosts, _ := os.ReadFile("/etc/hosts")
+		if err := os.WriteFile(filepath.Join(dir, "hosts"), hosts, 0o644); err != nil {
+			l.t.Fatal(err)
+		}
 	}
 	l.must("ip", "-n", ns, "link", "set", "lo", "up")
 	return ns
