@@ -491,73 +491,54 @@ func TestExitNode(t *testing.T) {
 
 // TestOfficialClientRoutes: an official NetBird client reaches the LAN
 // through our routing peer.
-func TestOfficialClientRoutes(t *testing.T) {
-	bin := os.Getenv("NB_OFFICIAL_CLIENT")
-	if bin == "" {
-		t.Skip("NB_OFFICIAL_CLIENT not set (bash scripts/netbird-official.sh builds it)")
-	}
-	m := NewMesh(t)
-	admin := m.adminOf(t)
-	r := m.Agent("r", netlab.Home)
-	o := m.AgentOf(bin, "o", netlab.Home)
-	lanNS, lan, gws := m.Lab.LAN("lan", r.NS)
-	m.Up(r)
-	if out, err := m.CLI(o, "up", "-m", "http://"+netlab.PubAddr+":"+mgmtPort, "-k", m.Key, "-n", o.Name, "--interface-name", o.Iface); err != nil {
-		t.Fatalf("official up: %v\n%s\n%s", err, out, o.Daemon.Output())
-	}
-	host := lan.Addr().String()
-	whoami(t, lanNS, host, 8080)
-	all := idOf(t, admin, "/api/groups", "All")
-	admin.call("POST", "/api/routes", routeBody("office", lan.Masked().String(), idOf(t, admin, "/api/peers", "r"), []string{all}, true), 200)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if got, err := askWho(o, host, 8080); err == nil && got == gws[0].String() {
-			break
-		}
-		if time.Now().After(deadline) {
-			st, _ := m.CLI(o, "status", "-d")
-			nets, _ := m.CLI(o, "networks", "ls")
-			t.Fatalf("the official client cannot reach the LAN through our routing peer:\n%s\n%s\n%s", st, nets, m.debugRoutes(r))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
+func TestOfficialClientRoutes(t *testing.T) { officialRouting(t, false) }
 
 // TestOfficialRoutingPeer: our agent reaches the LAN through an official
 // NetBird client acting as the routing peer.
-func TestOfficialRoutingPeer(t *testing.T) {
+func TestOfficialRoutingPeer(t *testing.T) { officialRouting(t, true) }
+
+// officialRouting runs our agent and an official NetBird client, one of
+// them (the official one when officialRouter) the routing peer of a LAN,
+// and waits until the other reaches the LAN host through it.
+func officialRouting(t *testing.T, officialRouter bool) {
 	bin := os.Getenv("NB_OFFICIAL_CLIENT")
 	if bin == "" {
 		t.Skip("NB_OFFICIAL_CLIENT not set (bash scripts/netbird-official.sh builds it)")
 	}
 	m := NewMesh(t)
 	admin := m.adminOf(t)
-	a := m.Agent("a", netlab.Home)
+	ours := m.Agent("a", netlab.Home)
 	o := m.AgentOf(bin, "o", netlab.Home)
-	lanNS, lan, gws := m.Lab.LAN("lan", o.NS)
-	m.Up(a)
+	router, client := ours, o
+	if officialRouter {
+		router, client = o, ours
+	}
+	lanNS, lan, gws := m.Lab.LAN("lan", router.NS)
+	m.Up(ours)
 	if out, err := m.CLI(o, "up", "-m", "http://"+netlab.PubAddr+":"+mgmtPort, "-k", m.Key, "-n", o.Name, "--interface-name", o.Iface); err != nil {
 		t.Fatalf("official up: %v\n%s\n%s", err, out, o.Daemon.Output())
 	}
 	host := lan.Addr().String()
 	whoami(t, lanNS, host, 8080)
 	all := idOf(t, admin, "/api/groups", "All")
-	// The official client registers under the machine's host name, not -n.
-	var oID string
+	// The official client registers under the machine's host name, not
+	// -n: the router is found by its address.
+	var routerID string
 	for _, p := range getList(t, admin, "/api/peers") {
-		if p["ip"] == IPOf(m.Status(o)) {
-			oID, _ = p["id"].(string)
+		if p["ip"] == IPOf(m.Status(router)) {
+			routerID, _ = p["id"].(string)
 		}
 	}
-	admin.call("POST", "/api/routes", routeBody("office", lan.Masked().String(), oID, []string{all}, true), 200)
+	admin.call("POST", "/api/routes", routeBody("office", lan.Masked().String(), routerID, []string{all}, true), 200)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if got, err := askWho(a, host, 8080); err == nil && got == gws[0].String() {
-			break
+		if got, err := askWho(client, host, 8080); err == nil && got == gws[0].String() {
+			return
 		}
 		if time.Now().After(deadline) {
 			st, _ := m.CLI(o, "status", "-d")
-			t.Fatalf("our agent cannot reach the LAN through the official routing peer:\n%s\n--- official:\n%s", m.debugRoutes(a), st)
+			nets, _ := m.CLI(client, "networks", "ls")
+			t.Fatalf("%s cannot reach the LAN through %s:\n--- official status:\n%s\n--- networks:\n%s\n%s", client.Name, router.Name, st, nets, m.debugRoutes(ours))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
