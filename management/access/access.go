@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/acctchange"
 	"github.com/wiremesh/wiremesh/management/dnsadmin"
 	"github.com/wiremesh/wiremesh/management/routing"
 	"github.com/wiremesh/wiremesh/management/store"
@@ -41,10 +42,10 @@ type Notifier interface {
 
 // Service changes groups and policies.
 type Service struct {
-	st     *store.Store
-	notify Notifier
-	log    *slog.Logger
-	now    func() time.Time
+	st      *store.Store
+	changes *acctchange.Runner
+	log     *slog.Logger
+	now     func() time.Time
 }
 
 // New returns a service.
@@ -52,7 +53,10 @@ func New(st *store.Store, n Notifier, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{st: st, notify: n, log: log, now: time.Now}
+	now := time.Now
+	// NoLock: this service's changes have always run before the account
+	// lock is taken (the serial bump takes it); kept as it was.
+	return &Service{st: st, changes: acctchange.New(st, n, acctchange.Options{Now: now, NoLock: true}), log: log, now: now}
 }
 
 func mapErr(err error) error {
@@ -67,24 +71,15 @@ func mapErr(err error) error {
 	return err
 }
 
-// change runs fn, bumps the serial and logs the change, then notifies.
+// change runs fn, bumps the serial and logs the change in one
+// transaction, then notifies. Nothing is written when fn fails.
 func (s *Service) change(ctx context.Context, acc account.ID, activity, target, initiator string, meta map[string]string, fn func(at *store.AccountTx) error) error {
-	err := s.st.Tx(ctx, func(tx *store.Tx) error {
-		at := tx.In(acc)
+	return mapErr(s.changes.Run(ctx, acc, initiator, func(at *store.AccountTx) ([]acctchange.Event, error) {
 		if err := fn(at); err != nil {
-			return err
+			return nil, err
 		}
-		if _, err := at.BumpSerial(ctx); err != nil {
-			return err
-		}
-		_, err := at.InsertEvent(ctx, account.Event{At: s.now().UTC(), Activity: activity, Initiator: initiator, Target: target, Meta: meta})
-		return err
-	})
-	if err != nil {
-		return mapErr(err)
-	}
-	s.notify.AccountChanged(acc)
-	return nil
+		return []acctchange.Event{{Activity: activity, Target: target, Meta: meta}}, nil
+	}))
 }
 
 // --- groups ---

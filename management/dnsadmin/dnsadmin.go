@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/acctchange"
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
@@ -44,11 +45,9 @@ type Notifier interface {
 
 // Service changes the account's DNS.
 type Service struct {
-	st     *store.Store
-	notify Notifier
-	log    *slog.Logger
-	now    func() time.Time
-	newID  func() string
+	changes *acctchange.Runner
+	log     *slog.Logger
+	newID   func() string
 }
 
 // Options are a Service's optional dependencies.
@@ -62,12 +61,9 @@ type Options struct {
 
 // New returns a service.
 func New(st *store.Store, n Notifier, o Options) *Service {
-	s := &Service{st: st, notify: n, log: o.Log, now: o.Now, newID: o.NewID}
+	s := &Service{changes: acctchange.New(st, n, acctchange.Options{Now: o.Now}), log: o.Log, newID: o.NewID}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.now == nil {
-		s.now = time.Now
 	}
 	if s.newID == nil {
 		s.newID = uuid.NewString
@@ -97,42 +93,24 @@ type event struct {
 	meta             map[string]string
 }
 
-// change runs fn in one transaction that, when fn reports events, also
-// bumps the serial and logs them, then notifies. Nothing is written when
-// fn fails; a change without events (settings saved as they were) writes
-// nothing either.
+// change runs fn in one locked transaction that, when fn reports events,
+// also bumps the serial and logs them, then notifies. Nothing is written
+// when fn fails; a change without events (settings saved as they were)
+// writes nothing either. Writers of the same account queue on the lock,
+// so two changes cannot both pass a check (a unique name or domain, a
+// CNAME conflict) the other would fail.
 func (s *Service) change(ctx context.Context, acc account.ID, initiator string, fn func(at *store.AccountTx) ([]event, error)) error {
-	changed := false
-	err := s.st.Tx(ctx, func(tx *store.Tx) error {
-		at := tx.In(acc)
-		// Writers of the same account queue here, so two changes cannot
-		// both pass a check (a unique name or domain, a CNAME conflict)
-		// the other would fail.
-		if _, err := at.Lock(ctx); err != nil {
-			return err
-		}
+	return mapErr(s.changes.Run(ctx, acc, initiator, func(at *store.AccountTx) ([]acctchange.Event, error) {
 		evs, err := fn(at)
-		if err != nil || len(evs) == 0 {
-			return err
+		if err != nil {
+			return nil, err
 		}
-		if _, err := at.BumpSerial(ctx); err != nil {
-			return err
-		}
+		out := make([]acctchange.Event, 0, len(evs))
 		for _, ev := range evs {
-			if _, err := at.InsertEvent(ctx, account.Event{At: s.now().UTC(), Activity: ev.activity, Initiator: initiator, Target: ev.target, Meta: ev.meta}); err != nil {
-				return err
-			}
+			out = append(out, acctchange.Event{Activity: ev.activity, Target: ev.target, Meta: ev.meta})
 		}
-		changed = true
-		return nil
-	})
-	if err != nil {
-		return mapErr(err)
-	}
-	if changed {
-		s.notify.AccountChanged(acc)
-	}
-	return nil
+		return out, nil
+	}))
 }
 
 // refs answers, inside one transaction, what a change names: the account

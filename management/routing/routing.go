@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/acctchange"
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
@@ -42,11 +43,9 @@ type Notifier interface {
 
 // Service changes routes and networks.
 type Service struct {
-	st     *store.Store
-	notify Notifier
-	log    *slog.Logger
-	now    func() time.Time
-	newID  func() string
+	changes *acctchange.Runner
+	log     *slog.Logger
+	newID   func() string
 }
 
 // Options are a Service's optional dependencies.
@@ -60,12 +59,9 @@ type Options struct {
 
 // New returns a service.
 func New(st *store.Store, n Notifier, o Options) *Service {
-	s := &Service{st: st, notify: n, log: o.Log, now: o.Now, newID: o.NewID}
+	s := &Service{changes: acctchange.New(st, n, acctchange.Options{Now: o.Now}), log: o.Log, newID: o.NewID}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.now == nil {
-		s.now = time.Now
 	}
 	if s.newID == nil {
 		s.newID = uuid.NewString
@@ -95,30 +91,17 @@ type event struct {
 	meta             map[string]string
 }
 
-// change runs fn in one transaction that also bumps the serial and logs
-// fn's event, then notifies. Nothing is written when fn fails.
+// change runs fn in one locked transaction that also bumps the serial and
+// logs fn's event, then notifies. Nothing is written when fn fails.
+// Writers of the same account queue on the lock, so two changes cannot
+// both pass a check (a duplicate route, a unique name) the other would
+// fail.
 func (s *Service) change(ctx context.Context, acc account.ID, initiator string, fn func(at *store.AccountTx) (event, error)) error {
-	err := s.st.Tx(ctx, func(tx *store.Tx) error {
-		at := tx.In(acc)
-		// Writers of the same account queue here, so two changes cannot
-		// both pass a check (a duplicate route, a unique name) the other
-		// would fail.
-		if _, err := at.Lock(ctx); err != nil {
-			return err
-		}
+	return mapErr(s.changes.Run(ctx, acc, initiator, func(at *store.AccountTx) ([]acctchange.Event, error) {
 		ev, err := fn(at)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if _, err := at.BumpSerial(ctx); err != nil {
-			return err
-		}
-		_, err = at.InsertEvent(ctx, account.Event{At: s.now().UTC(), Activity: ev.activity, Initiator: initiator, Target: ev.target, Meta: ev.meta})
-		return err
-	})
-	if err != nil {
-		return mapErr(err)
-	}
-	s.notify.AccountChanged(acc)
-	return nil
+		return []acctchange.Event{{Activity: ev.activity, Target: ev.target, Meta: ev.meta}}, nil
+	}))
 }
