@@ -5,31 +5,14 @@
  * before sending (dns/form.ts) and puts a server refusal beside the
  * control it names, down to one nameserver's address or port.
  */
-import {
-  ActionIcon,
-  Alert,
-  Badge,
-  Button,
-  Group,
-  Modal,
-  MultiSelect,
-  NumberInput,
-  SegmentedControl,
-  Select,
-  Stack,
-  Switch,
-  Table,
-  Text,
-  Textarea,
-  TextInput,
-  VisuallyHidden,
-} from "@mantine/core";
-import { useMemo, useState, type FormEvent } from "react";
-import { messageOf } from "../api/client";
+import { ActionIcon, Badge, Button, Group, MultiSelect, NumberInput, SegmentedControl, Select, Stack, Switch, Table, Text, Textarea, TextInput } from "@mantine/core";
+import { useMemo, useState } from "react";
 import { LIVE_INTERVAL_MS, usePoll } from "../api/poll";
 import { useApp } from "../app";
 import { Allowed } from "../common/Allowed";
 import { ConfirmModal } from "../common/ConfirmModal";
+import { FormModal, useFormModal } from "../common/FormModal";
+import { EnabledCell, ListTable, RowActions } from "../common/ListTable";
 import { deniedReason } from "../common/permissions";
 import { useCurrentUser } from "../common/useCurrentUser";
 import { Unavailable, type Option } from "../routing/controls";
@@ -42,7 +25,6 @@ import {
   newNameserverGroup,
   newNameserverRow,
   validateNameserverGroup,
-  type NameserverErrors,
   type NameserverField,
   type NameserverForm,
   type NameserverGroup,
@@ -50,20 +32,7 @@ import {
 
 function NameserverModal({ editing, groupData, onClose, onDone }: { editing: NameserverGroup | "new" | null; groupData: Option[]; onClose: () => void; onDone: () => void }) {
   const { api } = useApp();
-  const [f, setF] = useState<NameserverForm>(newNameserverGroup);
-  const [seen, setSeen] = useState<string | null>(null);
-  const [errors, setErrors] = useState<NameserverErrors>({});
-  const [busy, setBusy] = useState(false);
-  const key = editing === null ? null : editing === "new" ? "new" : editing.id;
-  if (key !== seen) {
-    setSeen(key);
-    setF(editing && editing !== "new" ? fromNameserverGroup(editing) : newNameserverGroup());
-    setErrors({});
-  }
-  const set = (o: Partial<NameserverForm>, clear: NameserverField) => {
-    setF((x) => ({ ...x, ...o }));
-    setErrors((e) => ({ ...e, [clear]: undefined, form: undefined }));
-  };
+  const { f, setF, errors, setErrors, busy, set, submit } = useFormModal<NameserverGroup, NameserverForm, NameserverField>(editing, (g) => (g ? fromNameserverGroup(g) : newNameserverGroup()));
   const setRow = (i: number, o: Partial<NameserverForm["nameservers"][number]>, clear: NameserverField) =>
     set({ nameservers: f.nameservers.map((ns, j) => (j === i ? { ...ns, ...o } : ns)) }, clear);
   // Rows shift when one is removed: their errors no longer line up.
@@ -71,211 +40,160 @@ function NameserverModal({ editing, groupData, onClose, onDone }: { editing: Nam
     setF((x) => ({ ...x, nameservers: x.nameservers.filter((_, j) => j !== i) }));
     setErrors((e) => Object.fromEntries(Object.entries(e).filter(([k]) => !k.startsWith("ns") && k !== "nameservers")));
   };
-  const submit = async (ev: FormEvent) => {
-    ev.preventDefault();
-    const e = validateNameserverGroup(f);
-    setErrors(e);
-    if (Object.keys(e).length) return;
-    setBusy(true);
-    try {
-      const body = nameserverGroupRequest(f);
-      if (editing === "new") await api.post("/api/dns/nameservers", { body });
-      else if (editing) await api.put("/api/dns/nameservers/{nsgroupId}", { path: { nsgroupId: editing.id }, body });
-      onDone();
-      onClose();
-    } catch (err) {
-      setErrors({ [nameserverErrorField(err)]: messageOf(err) });
-    } finally {
-      setBusy(false);
-    }
-  };
   return (
-    <Modal
-      closeButtonProps={{ "aria-label": "Close" }}
+    <FormModal
       opened={editing !== null}
       onClose={onClose}
       title={editing === "new" ? "Create a nameserver group" : `Edit nameserver group ${editing?.name ?? ""}`}
       size="xl"
+      busy={busy}
+      submitLabel={editing === "new" ? "Create nameserver group" : "Save nameserver group"}
+      formError={errors.form}
+      onSubmit={submit({
+        validate: validateNameserverGroup,
+        errorField: nameserverErrorField,
+        onClose,
+        send: async (f) => {
+          const body = nameserverGroupRequest(f);
+          if (editing === "new") await api.post("/api/dns/nameservers", { body });
+          else if (editing) await api.put("/api/dns/nameservers/{nsgroupId}", { path: { nsgroupId: editing.id }, body });
+          onDone();
+        },
+      })}
     >
-      <form onSubmit={(e) => void submit(e)} noValidate>
-        <Stack>
-          <Group align="flex-start" gap="sm" wrap="wrap">
-            <TextInput
-              label="Name"
-              description="1-40 characters, unique in the account"
-              required
-              value={f.name}
-              onChange={(e) => set({ name: e.currentTarget.value }, "name")}
-              error={errors.name}
-              data-autofocus
-              style={{ flex: 1, minWidth: 240 }}
-            />
-            <Switch label="Enabled" checked={f.enabled} onChange={(e) => set({ enabled: e.currentTarget.checked }, "name")} mt={32} />
-          </Group>
-          <TextInput label="Description" value={f.description} onChange={(e) => set({ description: e.currentTarget.value }, "description")} error={errors.description} />
-          <Stack gap={6}>
-            <Text size="sm" fw={500} id="ns-servers-label">
-              Nameservers
-            </Text>
-            <Text size="xs" c="dimmed">
-              1 to 3 addresses outside the peers&apos; network, tried in order
-            </Text>
-            {f.nameservers.map((ns, i) => (
-              <Group key={i} align="flex-start" gap="xs" wrap="nowrap" data-nameserver-row={i}>
-                <TextInput
-                  label="IP address"
-                  aria-label={`Nameserver ${i + 1} IP address`}
-                  placeholder="1.1.1.1"
-                  value={ns.ip}
-                  onChange={(e) => setRow(i, { ip: e.currentTarget.value }, `ns${i}.ip`)}
-                  error={errors[`ns${i}.ip`]}
-                  style={{ flex: 1 }}
-                />
-                <Select
-                  label="Protocol"
-                  aria-label={`Nameserver ${i + 1} protocol`}
-                  data={[{ value: "udp", label: "UDP" }]}
-                  value={ns.nsType}
-                  onChange={() => undefined}
-                  allowDeselect={false}
-                  w={110}
-                />
-                <NumberInput
-                  label="Port"
-                  aria-label={`Nameserver ${i + 1} port`}
-                  value={ns.port}
-                  onChange={(v) => setRow(i, { port: v }, `ns${i}.port`)}
-                  min={1}
-                  max={65535}
-                  allowDecimal={false}
-                  allowNegative={false}
-                  error={errors[`ns${i}.port`]}
-                  w={130}
-                />
-                <ActionIcon
-                  variant="subtle"
-                  color="red"
-                  mt={28}
-                  size="lg"
-                  aria-label={`Remove nameserver ${i + 1}`}
-                  disabled={f.nameservers.length <= 1}
-                  onClick={() => removeRow(i)}
-                >
-                  <span aria-hidden="true">✕</span>
-                </ActionIcon>
-              </Group>
-            ))}
-            {f.nameservers.length < MAX_NAMESERVERS && (
-              <Group>
-                <Button size="xs" variant="light" onClick={() => set({ nameservers: [...f.nameservers, newNameserverRow()] }, "nameservers")}>
-                  Add nameserver
-                </Button>
-              </Group>
-            )}
-            {errors.nameservers && (
-              <Text size="xs" c="red" role="alert">
-                {errors.nameservers}
-              </Text>
-            )}
-          </Stack>
-          <Stack gap={4}>
-            <Group justify="space-between" gap="xs">
-              <Text size="sm" fw={500} id="ns-domains-label">
-                Resolves
-              </Text>
-              <SegmentedControl
-                size="xs"
-                aria-label="Resolves: match domains only, or every domain (primary)"
-                value={f.mode}
-                onChange={(v) => set({ mode: v as NameserverForm["mode"] }, "domains")}
-                data={[
-                  { value: "match", label: "Match domains" },
-                  { value: "primary", label: "All domains (primary)" },
-                ]}
-              />
-            </Group>
-            {f.mode === "match" ? (
-              <>
-                <Textarea
-                  aria-labelledby="ns-domains-label"
-                  description="Up to 32 domains, one per line: names under them are resolved by these nameservers (split DNS)"
-                  placeholder={"corp.example.com\nad.example.com"}
-                  autosize
-                  minRows={2}
-                  maxRows={8}
-                  value={f.domains}
-                  onChange={(e) => set({ domains: e.currentTarget.value }, "domains")}
-                  error={errors.domains}
-                />
-                <Switch
-                  label="Add as search domains"
-                  description="Peers complete short names with these domains"
-                  checked={f.searchDomains}
-                  onChange={(e) => set({ searchDomains: e.currentTarget.checked }, "searchDomains")}
-                  error={errors.searchDomains}
-                />
-              </>
-            ) : (
-              <Text size="sm" c={errors.domains ? "red" : "dimmed"} role={errors.domains ? "alert" : undefined}>
-                {errors.domains ?? "These nameservers resolve every name the peers' own zones and other groups' match domains do not."}
-              </Text>
-            )}
-          </Stack>
-          <MultiSelect
-            label="Distribution groups"
-            description="Peers in these groups use these nameservers"
-            required
-            data={groupData}
-            value={f.groups}
-            onChange={(v) => set({ groups: v }, "groups")}
-            searchable
-            error={errors.groups}
-          />
-          <Group justify="flex-end">
-            <Button variant="default" onClick={onClose}>
-              Cancel
-            </Button>
-            <Button type="submit" loading={busy}>
-              {editing === "new" ? "Create nameserver group" : "Save nameserver group"}
-            </Button>
-          </Group>
-          {errors.form && (
-            <Alert color="red" role="alert" title="The server refused">
-              {errors.form}
-            </Alert>
-          )}
-        </Stack>
-      </form>
-    </Modal>
-  );
-}
-
-function EnabledSwitch({ g, onDone }: { g: NameserverGroup; onDone: () => void }) {
-  const { api } = useApp();
-  const [busy, setBusy] = useState(false);
-  const [err, setErr] = useState("");
-  const errId = `ns-enable-error-${g.id}`;
-  const toggle = async (enabled: boolean) => {
-    setBusy(true);
-    setErr("");
-    try {
-      await api.put("/api/dns/nameservers/{nsgroupId}", { path: { nsgroupId: g.id }, body: { ...nameserverGroupRequest(fromNameserverGroup(g)), enabled } });
-      onDone();
-    } catch (e) {
-      setErr(messageOf(e));
-    } finally {
-      setBusy(false);
-    }
-  };
-  return (
-    <Stack gap={2}>
-      <Switch checked={g.enabled} disabled={busy} onChange={(e) => void toggle(e.currentTarget.checked)} aria-label={`${g.name} enabled`} aria-describedby={err ? errId : undefined} />
-      {err && (
-        <Text size="xs" c="red" role="alert" id={errId}>
-          {err}
+      <Group align="flex-start" gap="sm" wrap="wrap">
+        <TextInput
+          label="Name"
+          description="1-40 characters, unique in the account"
+          required
+          value={f.name}
+          onChange={(e) => set({ name: e.currentTarget.value }, "name")}
+          error={errors.name}
+          data-autofocus
+          style={{ flex: 1, minWidth: 240 }}
+        />
+        <Switch label="Enabled" checked={f.enabled} onChange={(e) => set({ enabled: e.currentTarget.checked }, "name")} mt={32} />
+      </Group>
+      <TextInput label="Description" value={f.description} onChange={(e) => set({ description: e.currentTarget.value }, "description")} error={errors.description} />
+      <Stack gap={6}>
+        <Text size="sm" fw={500} id="ns-servers-label">
+          Nameservers
         </Text>
-      )}
-    </Stack>
+        <Text size="xs" c="dimmed">
+          1 to 3 addresses outside the peers&apos; network, tried in order
+        </Text>
+        {f.nameservers.map((ns, i) => (
+          <Group key={i} align="flex-start" gap="xs" wrap="nowrap" data-nameserver-row={i}>
+            <TextInput
+              label="IP address"
+              aria-label={`Nameserver ${i + 1} IP address`}
+              placeholder="1.1.1.1"
+              value={ns.ip}
+              onChange={(e) => setRow(i, { ip: e.currentTarget.value }, `ns${i}.ip`)}
+              error={errors[`ns${i}.ip`]}
+              style={{ flex: 1 }}
+            />
+            <Select
+              label="Protocol"
+              aria-label={`Nameserver ${i + 1} protocol`}
+              data={[{ value: "udp", label: "UDP" }]}
+              value={ns.nsType}
+              onChange={() => undefined}
+              allowDeselect={false}
+              w={110}
+            />
+            <NumberInput
+              label="Port"
+              aria-label={`Nameserver ${i + 1} port`}
+              value={ns.port}
+              onChange={(v) => setRow(i, { port: v }, `ns${i}.port`)}
+              min={1}
+              max={65535}
+              allowDecimal={false}
+              allowNegative={false}
+              error={errors[`ns${i}.port`]}
+              w={130}
+            />
+            <ActionIcon
+              variant="subtle"
+              color="red"
+              mt={28}
+              size="lg"
+              aria-label={`Remove nameserver ${i + 1}`}
+              disabled={f.nameservers.length <= 1}
+              onClick={() => removeRow(i)}
+            >
+              <span aria-hidden="true">✕</span>
+            </ActionIcon>
+          </Group>
+        ))}
+        {f.nameservers.length < MAX_NAMESERVERS && (
+          <Group>
+            <Button size="xs" variant="light" onClick={() => set({ nameservers: [...f.nameservers, newNameserverRow()] }, "nameservers")}>
+              Add nameserver
+            </Button>
+          </Group>
+        )}
+        {errors.nameservers && (
+          <Text size="xs" c="red" role="alert">
+            {errors.nameservers}
+          </Text>
+        )}
+      </Stack>
+      <Stack gap={4}>
+        <Group justify="space-between" gap="xs">
+          <Text size="sm" fw={500} id="ns-domains-label">
+            Resolves
+          </Text>
+          <SegmentedControl
+            size="xs"
+            aria-label="Resolves: match domains only, or every domain (primary)"
+            value={f.mode}
+            onChange={(v) => set({ mode: v as NameserverForm["mode"] }, "domains")}
+            data={[
+              { value: "match", label: "Match domains" },
+              { value: "primary", label: "All domains (primary)" },
+            ]}
+          />
+        </Group>
+        {f.mode === "match" ? (
+          <>
+            <Textarea
+              aria-labelledby="ns-domains-label"
+              description="Up to 32 domains, one per line: names under them are resolved by these nameservers (split DNS)"
+              placeholder={"corp.example.com\nad.example.com"}
+              autosize
+              minRows={2}
+              maxRows={8}
+              value={f.domains}
+              onChange={(e) => set({ domains: e.currentTarget.value }, "domains")}
+              error={errors.domains}
+            />
+            <Switch
+              label="Add as search domains"
+              description="Peers complete short names with these domains"
+              checked={f.searchDomains}
+              onChange={(e) => set({ searchDomains: e.currentTarget.checked }, "searchDomains")}
+              error={errors.searchDomains}
+            />
+          </>
+        ) : (
+          <Text size="sm" c={errors.domains ? "red" : "dimmed"} role={errors.domains ? "alert" : undefined}>
+            {errors.domains ?? "These nameservers resolve every name the peers' own zones and other groups' match domains do not."}
+          </Text>
+        )}
+      </Stack>
+      <MultiSelect
+        label="Distribution groups"
+        description="Peers in these groups use these nameservers"
+        required
+        data={groupData}
+        value={f.groups}
+        onChange={(v) => set({ groups: v }, "groups")}
+        searchable
+        error={errors.groups}
+      />
+    </FormModal>
   );
 }
 
@@ -310,88 +228,61 @@ export function NameserversPanel({ groupData }: { groupData: Option[] }) {
         <Unavailable reason={noRead} />
       ) : (
         <>
-          {list.error !== null && (
-            <Alert color="red" role="alert" title="Could not load the nameserver groups">
-              {messageOf(list.error)}
-            </Alert>
-          )}
-          <Table.ScrollContainer minWidth={900}>
-            <Table striped highlightOnHover aria-label="Nameserver groups" verticalSpacing="xs">
-              <Table.Thead>
-                <Table.Tr>
-                  <Table.Th>Enabled</Table.Th>
-                  <Table.Th>Name</Table.Th>
-                  <Table.Th>Nameservers</Table.Th>
-                  <Table.Th>Resolves</Table.Th>
-                  <Table.Th>Distribution</Table.Th>
-                  <Table.Th>Search domains</Table.Th>
-                  <Table.Th>
-                    <VisuallyHidden>Actions</VisuallyHidden>
-                  </Table.Th>
-                </Table.Tr>
-              </Table.Thead>
-              <Table.Tbody>
-                {sorted.length === 0 && !list.loading && (
-                  <Table.Tr>
-                    <Table.Td colSpan={7}>
-                      <Text size="sm" c="dimmed">
-                        No nameserver groups yet: peers keep their own nameservers for everything but the mesh&apos;s names.
-                      </Text>
-                    </Table.Td>
-                  </Table.Tr>
-                )}
-                {sorted.map((g) => (
-                  <Table.Tr key={g.id} data-nsgroup-name={g.name}>
-                    <Table.Td>{noUpdate ? <Text size="sm">{g.enabled ? "yes" : "no"}</Text> : <EnabledSwitch g={g} onDone={() => void list.reload()} />}</Table.Td>
-                    <Table.Td>
-                      <Text size="sm" fw={500}>
-                        {g.name}
-                      </Text>
-                      {g.description && (
-                        <Text size="xs" c="dimmed">
-                          {g.description}
-                        </Text>
-                      )}
-                    </Table.Td>
-                    <Table.Td>
-                      <Text size="sm" ff="monospace">
-                        {formatNameservers(g.nameservers)}
-                      </Text>
-                    </Table.Td>
-                    <Table.Td>
-                      {g.primary ? (
-                        <Badge size="sm" variant="light" color="grape">
-                          primary
-                        </Badge>
-                      ) : (
-                        <Text size="sm" ff="monospace">
-                          {g.domains.join(", ")}
-                        </Text>
-                      )}
-                    </Table.Td>
-                    <Table.Td>
-                      <Text size="sm">{names(g.groups)}</Text>
-                    </Table.Td>
-                    <Table.Td>{g.search_domains_enabled ? "yes" : "no"}</Table.Td>
-                    <Table.Td>
-                      <Group gap={4} wrap="nowrap" justify="flex-end">
-                        <Allowed why={noUpdate}>
-                          <Button size="xs" variant="light" onClick={() => setEditing(g)} aria-label={`Edit ${g.name}`}>
-                            Edit
-                          </Button>
-                        </Allowed>
-                        <Allowed why={noDelete}>
-                          <Button size="xs" variant="light" color="red" onClick={() => setDeleting(g)} aria-label={`Delete ${g.name}`}>
-                            Delete
-                          </Button>
-                        </Allowed>
-                      </Group>
-                    </Table.Td>
-                  </Table.Tr>
-                ))}
-              </Table.Tbody>
-            </Table>
-          </Table.ScrollContainer>
+          <ListTable
+            label="Nameserver groups"
+            minWidth={900}
+            headers={["Enabled", "Name", "Nameservers", "Resolves", "Distribution", "Search domains"]}
+            empty={sorted.length === 0 ? <>No nameserver groups yet: peers keep their own nameservers for everything but the mesh&apos;s names.</> : null}
+            loading={list.loading}
+            error={list.error}
+            errorTitle="Could not load the nameserver groups"
+          >
+            {sorted.map((g) => (
+              <Table.Tr key={g.id} data-nsgroup-name={g.name}>
+                <Table.Td>
+                  <EnabledCell
+                    enabled={g.enabled}
+                    name={g.name}
+                    denied={noUpdate}
+                    errorId={`ns-enable-error-${g.id}`}
+                    onToggle={(enabled) => api.put("/api/dns/nameservers/{nsgroupId}", { path: { nsgroupId: g.id }, body: { ...nameserverGroupRequest(fromNameserverGroup(g)), enabled } })}
+                    onDone={() => void list.reload()}
+                  />
+                </Table.Td>
+                <Table.Td>
+                  <Text size="sm" fw={500}>
+                    {g.name}
+                  </Text>
+                  {g.description && (
+                    <Text size="xs" c="dimmed">
+                      {g.description}
+                    </Text>
+                  )}
+                </Table.Td>
+                <Table.Td>
+                  <Text size="sm" ff="monospace">
+                    {formatNameservers(g.nameservers)}
+                  </Text>
+                </Table.Td>
+                <Table.Td>
+                  {g.primary ? (
+                    <Badge size="sm" variant="light" color="grape">
+                      primary
+                    </Badge>
+                  ) : (
+                    <Text size="sm" ff="monospace">
+                      {g.domains.join(", ")}
+                    </Text>
+                  )}
+                </Table.Td>
+                <Table.Td>
+                  <Text size="sm">{names(g.groups)}</Text>
+                </Table.Td>
+                <Table.Td>{g.search_domains_enabled ? "yes" : "no"}</Table.Td>
+                <RowActions name={g.name} noUpdate={noUpdate} noDelete={noDelete} onEdit={() => setEditing(g)} onDelete={() => setDeleting(g)} />
+              </Table.Tr>
+            ))}
+          </ListTable>
         </>
       )}
       <NameserverModal editing={editing} groupData={groupData} onClose={() => setEditing(null)} onDone={() => void list.reload()} />

@@ -4,117 +4,89 @@
  * records; create, edit and delete (confirmed, with its records). The
  * zone form is shared with the zone's own page.
  */
-import { Alert, Anchor, Button, Group, Modal, MultiSelect, Stack, Switch, Table, Text, TextInput, VisuallyHidden } from "@mantine/core";
-import { useMemo, useState, type FormEvent } from "react";
+import { Anchor, Button, Group, MultiSelect, Stack, Switch, Table, Text, TextInput } from "@mantine/core";
+import { useMemo, useState } from "react";
 import { Link as RouterLink } from "react-router";
-import { messageOf } from "../api/client";
 import { LIVE_INTERVAL_MS, usePoll } from "../api/poll";
 import { useApp } from "../app";
 import { Allowed } from "../common/Allowed";
 import { ConfirmModal } from "../common/ConfirmModal";
+import { FormModal, useFormModal } from "../common/FormModal";
+import { ListTable, RowActions } from "../common/ListTable";
 import { deniedReason } from "../common/permissions";
 import { useCurrentUser } from "../common/useCurrentUser";
 import { Unavailable, type Option } from "../routing/controls";
-import { fromZone, newZone, validateZone, zoneErrorField, zoneRequest, type Zone, type ZoneErrors, type ZoneField, type ZoneForm } from "./form";
+import { fromZone, newZone, validateZone, zoneErrorField, zoneRequest, type Zone, type ZoneField, type ZoneForm } from "./form";
 
 export function ZoneModal({ editing, groupData, onClose, onDone }: { editing: Zone | "new" | null; groupData: Option[]; onClose: () => void; onDone: (z: Zone) => void }) {
   const { api } = useApp();
-  const [f, setF] = useState<ZoneForm>(newZone);
-  const [seen, setSeen] = useState<string | null>(null);
-  const [errors, setErrors] = useState<ZoneErrors>({});
-  const [busy, setBusy] = useState(false);
-  const key = editing === null ? null : editing === "new" ? "new" : editing.id;
-  if (key !== seen) {
-    setSeen(key);
-    setF(editing && editing !== "new" ? fromZone(editing) : newZone());
-    setErrors({});
-  }
-  const set = (o: Partial<ZoneForm>, clear: ZoneField) => {
-    setF((x) => ({ ...x, ...o }));
-    setErrors((e) => ({ ...e, [clear]: undefined, form: undefined }));
-  };
-  const submit = async (ev: FormEvent) => {
-    ev.preventDefault();
-    const e = validateZone(f);
-    setErrors(e);
-    if (Object.keys(e).length) return;
-    setBusy(true);
-    try {
-      const body = zoneRequest(f);
-      const z =
-        editing === "new"
-          ? await api.post("/api/dns/zones", { body })
-          : editing
-            ? await api.put("/api/dns/zones/{zoneId}", { path: { zoneId: editing.id }, body })
-            : null;
-      if (z) onDone(z);
-      onClose();
-    } catch (err) {
-      setErrors({ [zoneErrorField(err)]: messageOf(err) });
-    } finally {
-      setBusy(false);
-    }
-  };
+  const { f, errors, busy, set, submit } = useFormModal<Zone, ZoneForm, ZoneField>(editing, (z) => (z ? fromZone(z) : newZone()));
   const isNew = editing === "new";
   return (
-    <Modal closeButtonProps={{ "aria-label": "Close" }} opened={editing !== null} onClose={onClose} title={isNew ? "Create a zone" : `Edit zone ${editing?.domain ?? ""}`} size="lg">
-      <form onSubmit={(e) => void submit(e)} noValidate>
-        <Stack>
-          <Group align="flex-start" gap="sm" wrap="wrap">
-            <TextInput
-              label="Name"
-              required
-              value={f.name}
-              onChange={(e) => set({ name: e.currentTarget.value }, "name")}
-              error={errors.name}
-              data-autofocus
-              maxLength={255}
-              style={{ flex: 1, minWidth: 220 }}
-            />
-            <Switch label="Enabled" checked={f.enabled} onChange={(e) => set({ enabled: e.currentTarget.checked }, "name")} mt={32} />
-          </Group>
-          <TextInput
-            label="Domain"
-            description={isNew ? "The zone's domain, e.g. internal.example.com; outside the peers' own DNS domain. It cannot be changed later." : "A zone's domain cannot be changed; create a new zone instead."}
-            required
-            readOnly={!isNew}
-            value={f.domain}
-            onChange={(e) => set({ domain: e.currentTarget.value }, "domain")}
-            error={errors.domain}
-          />
-          <MultiSelect
-            label="Distribution groups"
-            description="Peers in these groups resolve this zone"
-            required
-            data={groupData}
-            value={f.groups}
-            onChange={(v) => set({ groups: v }, "groups")}
-            searchable
-            error={errors.groups}
-          />
-          <Switch
-            label="Add as a search domain"
-            description="Peers complete short names with this zone's domain"
-            checked={f.searchDomain}
-            onChange={(e) => set({ searchDomain: e.currentTarget.checked }, "searchDomain")}
-            error={errors.searchDomain}
-          />
-          <Group justify="flex-end">
-            <Button variant="default" onClick={onClose}>
-              Cancel
-            </Button>
-            <Button type="submit" loading={busy}>
-              {isNew ? "Create zone" : "Save zone"}
-            </Button>
-          </Group>
-          {errors.form && (
-            <Alert color="red" role="alert" title="The server refused">
-              {errors.form}
-            </Alert>
-          )}
-        </Stack>
-      </form>
-    </Modal>
+    <FormModal
+      opened={editing !== null}
+      onClose={onClose}
+      title={isNew ? "Create a zone" : `Edit zone ${editing?.domain ?? ""}`}
+      size="lg"
+      busy={busy}
+      submitLabel={isNew ? "Create zone" : "Save zone"}
+      formError={errors.form}
+      onSubmit={submit({
+        validate: validateZone,
+        errorField: zoneErrorField,
+        onClose,
+        send: async (f) => {
+          const body = zoneRequest(f);
+          const z =
+            editing === "new"
+              ? await api.post("/api/dns/zones", { body })
+              : editing
+                ? await api.put("/api/dns/zones/{zoneId}", { path: { zoneId: editing.id }, body })
+                : null;
+          if (z) onDone(z);
+        },
+      })}
+    >
+      <Group align="flex-start" gap="sm" wrap="wrap">
+        <TextInput
+          label="Name"
+          required
+          value={f.name}
+          onChange={(e) => set({ name: e.currentTarget.value }, "name")}
+          error={errors.name}
+          data-autofocus
+          maxLength={255}
+          style={{ flex: 1, minWidth: 220 }}
+        />
+        <Switch label="Enabled" checked={f.enabled} onChange={(e) => set({ enabled: e.currentTarget.checked }, "name")} mt={32} />
+      </Group>
+      <TextInput
+        label="Domain"
+        description={isNew ? "The zone's domain, e.g. internal.example.com; outside the peers' own DNS domain. It cannot be changed later." : "A zone's domain cannot be changed; create a new zone instead."}
+        required
+        readOnly={!isNew}
+        value={f.domain}
+        onChange={(e) => set({ domain: e.currentTarget.value }, "domain")}
+        error={errors.domain}
+      />
+      <MultiSelect
+        label="Distribution groups"
+        description="Peers in these groups resolve this zone"
+        required
+        data={groupData}
+        value={f.groups}
+        onChange={(v) => set({ groups: v }, "groups")}
+        searchable
+        error={errors.groups}
+      />
+      <Switch
+        label="Add as a search domain"
+        description="Peers complete short names with this zone's domain"
+        checked={f.searchDomain}
+        onChange={(e) => set({ searchDomain: e.currentTarget.checked }, "searchDomain")}
+        error={errors.searchDomain}
+      />
+    </FormModal>
   );
 }
 
@@ -148,71 +120,35 @@ export function ZonesPanel({ groupData }: { groupData: Option[] }) {
         <Unavailable reason={noRead} />
       ) : (
         <>
-          {list.error !== null && (
-            <Alert color="red" role="alert" title="Could not load the zones">
-              {messageOf(list.error)}
-            </Alert>
-          )}
-          <Table.ScrollContainer minWidth={800}>
-            <Table striped highlightOnHover aria-label="Zones" verticalSpacing="xs">
-              <Table.Thead>
-                <Table.Tr>
-                  <Table.Th>Domain</Table.Th>
-                  <Table.Th>Name</Table.Th>
-                  <Table.Th>Distribution</Table.Th>
-                  <Table.Th>Enabled</Table.Th>
-                  <Table.Th>Search domain</Table.Th>
-                  <Table.Th>Records</Table.Th>
-                  <Table.Th>
-                    <VisuallyHidden>Actions</VisuallyHidden>
-                  </Table.Th>
-                </Table.Tr>
-              </Table.Thead>
-              <Table.Tbody>
-                {sorted.length === 0 && !list.loading && (
-                  <Table.Tr>
-                    <Table.Td colSpan={7}>
-                      <Text size="sm" c="dimmed">
-                        No zones yet.
-                      </Text>
-                    </Table.Td>
-                  </Table.Tr>
-                )}
-                {sorted.map((z) => (
-                  <Table.Tr key={z.id} data-zone-domain={z.domain}>
-                    <Table.Td>
-                      <Anchor component={RouterLink} to={`/dns/zones/${encodeURIComponent(z.id)}`} size="sm" fw={500} ff="monospace">
-                        {z.domain}
-                      </Anchor>
-                    </Table.Td>
-                    <Table.Td>
-                      <Text size="sm">{z.name}</Text>
-                    </Table.Td>
-                    <Table.Td>
-                      <Text size="sm">{names(z.distribution_groups)}</Text>
-                    </Table.Td>
-                    <Table.Td>{z.enabled ? "yes" : "no"}</Table.Td>
-                    <Table.Td>{z.enable_search_domain ? "yes" : "no"}</Table.Td>
-                    <Table.Td>{z.records.length}</Table.Td>
-                    <Table.Td>
-                      <Group gap={4} wrap="nowrap" justify="flex-end">
-                        <Allowed why={noUpdate}>
-                          <Button size="xs" variant="light" onClick={() => setEditing(z)} aria-label={`Edit ${z.domain}`}>
-                            Edit
-                          </Button>
-                        </Allowed>
-                        <Allowed why={noDelete}>
-                          <Button size="xs" variant="light" color="red" onClick={() => setDeleting(z)} aria-label={`Delete ${z.domain}`}>
-                            Delete
-                          </Button>
-                        </Allowed>
-                      </Group>
-                    </Table.Td>
-                  </Table.Tr>
-                ))}
-              </Table.Tbody>
-            </Table>
-          </Table.ScrollContainer>
+          <ListTable
+            label="Zones"
+            minWidth={800}
+            headers={["Domain", "Name", "Distribution", "Enabled", "Search domain", "Records"]}
+            empty={sorted.length === 0 ? "No zones yet." : null}
+            loading={list.loading}
+            error={list.error}
+            errorTitle="Could not load the zones"
+          >
+            {sorted.map((z) => (
+              <Table.Tr key={z.id} data-zone-domain={z.domain}>
+                <Table.Td>
+                  <Anchor component={RouterLink} to={`/dns/zones/${encodeURIComponent(z.id)}`} size="sm" fw={500} ff="monospace">
+                    {z.domain}
+                  </Anchor>
+                </Table.Td>
+                <Table.Td>
+                  <Text size="sm">{z.name}</Text>
+                </Table.Td>
+                <Table.Td>
+                  <Text size="sm">{names(z.distribution_groups)}</Text>
+                </Table.Td>
+                <Table.Td>{z.enabled ? "yes" : "no"}</Table.Td>
+                <Table.Td>{z.enable_search_domain ? "yes" : "no"}</Table.Td>
+                <Table.Td>{z.records.length}</Table.Td>
+                <RowActions name={z.domain} noUpdate={noUpdate} noDelete={noDelete} onEdit={() => setEditing(z)} onDelete={() => setDeleting(z)} />
+              </Table.Tr>
+            ))}
+          </ListTable>
         </>
       )}
       <ZoneModal editing={editing} groupData={groupData} onClose={() => setEditing(null)} onDone={() => void list.reload()} />

@@ -5,14 +5,16 @@
  * (confirmed) here; the network itself is renamed or deleted too.
  * Everything refreshes every 2 s.
  */
-import { Alert, Anchor, Badge, Button, Card, Group, Modal, MultiSelect, Stack, Switch, Table, Text, TextInput, Textarea, Title, VisuallyHidden } from "@mantine/core";
-import { useMemo, useState, type FormEvent } from "react";
+import { Alert, Anchor, Badge, Button, Card, Group, MultiSelect, Stack, Switch, Table, Text, TextInput, Textarea, Title } from "@mantine/core";
+import { useMemo, useState } from "react";
 import { Link as RouterLink, useNavigate, useParams } from "react-router";
 import { ApiError, messageOf } from "../api/client";
 import { LIVE_INTERVAL_MS, usePoll } from "../api/poll";
 import { useApp } from "../app";
 import { Allowed } from "../common/Allowed";
 import { ConfirmModal } from "../common/ConfirmModal";
+import { FormModal, useFormModal } from "../common/FormModal";
+import { ListTable, RowActions } from "../common/ListTable";
 import { deniedReason } from "../common/permissions";
 import { useCurrentUser } from "../common/useCurrentUser";
 import { MetricInput, RouterPicker, Unavailable, useOptions, type Option } from "../routing/controls";
@@ -37,85 +39,59 @@ import {
 import { resourceType } from "../routing/net";
 import { NetworkModal } from "./NetworksPage";
 
+type ResourceField = Exclude<keyof ResourceErrors, "form">;
+type RouterField = Exclude<keyof RouterErrors, "form">;
+
 function ResourceModal({ networkId, editing, groupData, onClose, onDone }: { networkId: string; editing: NetworkResource | "new" | null; groupData: Option[]; onClose: () => void; onDone: () => void }) {
   const { api } = useApp();
-  const [f, setF] = useState<ResourceForm>(newResource);
-  const [seen, setSeen] = useState<string | null>(null);
-  const [errors, setErrors] = useState<ResourceErrors>({});
-  const [busy, setBusy] = useState(false);
-  const key = editing === null ? null : editing === "new" ? "new" : editing.id;
-  if (key !== seen) {
-    setSeen(key);
-    setF(editing && editing !== "new" ? fromResource(editing) : newResource());
-    setErrors({});
-  }
-  const set = (o: Partial<ResourceForm>, clear: keyof ResourceErrors) => {
-    setF((x) => ({ ...x, ...o }));
-    setErrors((e) => ({ ...e, [clear]: undefined, form: undefined }));
-  };
+  const { f, errors, busy, set, submit } = useFormModal<NetworkResource, ResourceForm, ResourceField>(editing, (r) => (r ? fromResource(r) : newResource()));
   const kind = resourceType(f.address);
-  const submit = async (ev: FormEvent) => {
-    ev.preventDefault();
-    const e = validateResource(f);
-    setErrors(e);
-    if (Object.keys(e).length) return;
-    setBusy(true);
-    try {
-      const body = resourceRequest(f);
-      if (editing === "new") await api.post("/api/networks/{networkId}/resources", { path: { networkId }, body });
-      else if (editing) await api.put("/api/networks/{networkId}/resources/{resourceId}", { path: { networkId, resourceId: editing.id }, body });
-      onDone();
-      onClose();
-    } catch (err) {
-      setErrors({ [resourceErrorField(err)]: messageOf(err) });
-    } finally {
-      setBusy(false);
-    }
-  };
   return (
-    <Modal closeButtonProps={{ "aria-label": "Close" }} opened={editing !== null} onClose={onClose} title={editing === "new" ? "Add a resource" : `Edit resource ${editing?.name ?? ""}`} size="lg">
-      <form onSubmit={(e) => void submit(e)} noValidate>
-        <Stack>
-          <Group align="flex-start" gap="sm" wrap="wrap">
-            <TextInput label="Name" required value={f.name} onChange={(e) => set({ name: e.currentTarget.value }, "name")} error={errors.name} data-autofocus style={{ flex: 1, minWidth: 220 }} maxLength={255} />
-            <Switch label="Enabled" checked={f.enabled} onChange={(e) => set({ enabled: e.currentTarget.checked }, "name")} mt={32} />
-          </Group>
-          <TextInput
-            label="Address"
-            required
-            description={"type" in kind ? `A ${kind.type}` : "A host IP (10.0.0.5), a subnet (192.168.178.0/24) or a domain (example.com, *.example.com)"}
-            placeholder="192.168.178.0/24"
-            value={f.address}
-            onChange={(e) => set({ address: e.currentTarget.value }, "address")}
-            error={errors.address}
-          />
-          <MultiSelect
-            label="Resource groups"
-            description="Access policies reach the resource through these groups"
-            data={groupData}
-            value={f.groups}
-            onChange={(v) => set({ groups: v }, "groups")}
-            searchable
-            clearable
-            error={errors.groups}
-          />
-          <Textarea label="Description" autosize minRows={1} maxRows={4} value={f.description} onChange={(e) => set({ description: e.currentTarget.value }, "description")} error={errors.description} />
-          <Group justify="flex-end">
-            <Button variant="default" onClick={onClose}>
-              Cancel
-            </Button>
-            <Button type="submit" loading={busy}>
-              {editing === "new" ? "Add resource" : "Save resource"}
-            </Button>
-          </Group>
-          {errors.form && (
-            <Alert color="red" role="alert" title="The server refused">
-              {errors.form}
-            </Alert>
-          )}
-        </Stack>
-      </form>
-    </Modal>
+    <FormModal
+      opened={editing !== null}
+      onClose={onClose}
+      title={editing === "new" ? "Add a resource" : `Edit resource ${editing?.name ?? ""}`}
+      size="lg"
+      busy={busy}
+      submitLabel={editing === "new" ? "Add resource" : "Save resource"}
+      formError={errors.form}
+      onSubmit={submit({
+        validate: validateResource,
+        errorField: resourceErrorField,
+        onClose,
+        send: async (f) => {
+          const body = resourceRequest(f);
+          if (editing === "new") await api.post("/api/networks/{networkId}/resources", { path: { networkId }, body });
+          else if (editing) await api.put("/api/networks/{networkId}/resources/{resourceId}", { path: { networkId, resourceId: editing.id }, body });
+          onDone();
+        },
+      })}
+    >
+      <Group align="flex-start" gap="sm" wrap="wrap">
+        <TextInput label="Name" required value={f.name} onChange={(e) => set({ name: e.currentTarget.value }, "name")} error={errors.name} data-autofocus style={{ flex: 1, minWidth: 220 }} maxLength={255} />
+        <Switch label="Enabled" checked={f.enabled} onChange={(e) => set({ enabled: e.currentTarget.checked }, "name")} mt={32} />
+      </Group>
+      <TextInput
+        label="Address"
+        required
+        description={"type" in kind ? `A ${kind.type}` : "A host IP (10.0.0.5), a subnet (192.168.178.0/24) or a domain (example.com, *.example.com)"}
+        placeholder="192.168.178.0/24"
+        value={f.address}
+        onChange={(e) => set({ address: e.currentTarget.value }, "address")}
+        error={errors.address}
+      />
+      <MultiSelect
+        label="Resource groups"
+        description="Access policies reach the resource through these groups"
+        data={groupData}
+        value={f.groups}
+        onChange={(v) => set({ groups: v }, "groups")}
+        searchable
+        clearable
+        error={errors.groups}
+      />
+      <Textarea label="Description" autosize minRows={1} maxRows={4} value={f.description} onChange={(e) => set({ description: e.currentTarget.value }, "description")} error={errors.description} />
+    </FormModal>
   );
 }
 
@@ -135,85 +111,46 @@ function RouterModal({
   onDone: () => void;
 }) {
   const { api } = useApp();
-  const [f, setF] = useState<RouterForm>(newRouter);
-  const [seen, setSeen] = useState<string | null>(null);
-  const [errors, setErrors] = useState<RouterErrors>({});
-  const [busy, setBusy] = useState(false);
-  const key = editing === null ? null : editing === "new" ? "new" : editing.id;
-  if (key !== seen) {
-    setSeen(key);
-    setF(editing && editing !== "new" ? fromRouter(editing) : newRouter());
-    setErrors({});
-  }
-  const set = (o: Partial<RouterForm>, clear: keyof RouterErrors) => {
-    setF((x) => ({ ...x, ...o }));
-    setErrors((e) => ({ ...e, [clear]: undefined, form: undefined }));
-  };
-  const submit = async (ev: FormEvent) => {
-    ev.preventDefault();
-    const e = validateRouter(f);
-    setErrors(e);
-    if (Object.keys(e).length) return;
-    setBusy(true);
-    try {
-      const body = routerRequest(f);
-      if (editing === "new") await api.post("/api/networks/{networkId}/routers", { path: { networkId }, body });
-      else if (editing) await api.put("/api/networks/{networkId}/routers/{routerId}", { path: { networkId, routerId: editing.id }, body });
-      onDone();
-      onClose();
-    } catch (err) {
-      setErrors({ [routerErrorField(err)]: messageOf(err) });
-    } finally {
-      setBusy(false);
-    }
-  };
+  const { f, errors, busy, set, submit } = useFormModal<NetworkRouter, RouterForm, RouterField>(editing, (r) => (r ? fromRouter(r) : newRouter()));
   return (
-    <Modal closeButtonProps={{ "aria-label": "Close" }} opened={editing !== null} onClose={onClose} title={editing === "new" ? "Add a routing peer" : "Edit the router"} size="lg">
-      <form onSubmit={(e) => void submit(e)} noValidate>
-        <Stack>
-          <RouterPicker
-            idPrefix="router"
-            kind={f.kind}
-            peer={f.peer}
-            peerGroups={f.peerGroups}
-            groupData={groupData}
-            peerData={peerData}
-            error={errors.router}
-            onChange={(o) => set(o, "router")}
-          />
-          <Group align="flex-start" gap="lg" wrap="wrap">
-            <MetricInput value={f.metric} error={errors.metric} onChange={(v) => set({ metric: v }, "metric")} />
-            <Switch label="Masquerade" description="Translate the source address to the routing peer's" checked={f.masquerade} onChange={(e) => set({ masquerade: e.currentTarget.checked }, "metric")} mt={28} />
-            <Switch label="Enabled" checked={f.enabled} onChange={(e) => set({ enabled: e.currentTarget.checked }, "metric")} mt={28} />
-          </Group>
-          <Group justify="flex-end">
-            <Button variant="default" onClick={onClose}>
-              Cancel
-            </Button>
-            <Button type="submit" loading={busy}>
-              {editing === "new" ? "Add router" : "Save router"}
-            </Button>
-          </Group>
-          {errors.form && (
-            <Alert color="red" role="alert" title="The server refused">
-              {errors.form}
-            </Alert>
-          )}
-        </Stack>
-      </form>
-    </Modal>
+    <FormModal
+      opened={editing !== null}
+      onClose={onClose}
+      title={editing === "new" ? "Add a routing peer" : "Edit the router"}
+      size="lg"
+      busy={busy}
+      submitLabel={editing === "new" ? "Add router" : "Save router"}
+      formError={errors.form}
+      onSubmit={submit({
+        validate: validateRouter,
+        errorField: routerErrorField,
+        onClose,
+        send: async (f) => {
+          const body = routerRequest(f);
+          if (editing === "new") await api.post("/api/networks/{networkId}/routers", { path: { networkId }, body });
+          else if (editing) await api.put("/api/networks/{networkId}/routers/{routerId}", { path: { networkId, routerId: editing.id }, body });
+          onDone();
+        },
+      })}
+    >
+      <RouterPicker
+        idPrefix="router"
+        kind={f.kind}
+        peer={f.peer}
+        peerGroups={f.peerGroups}
+        groupData={groupData}
+        peerData={peerData}
+        error={errors.router}
+        onChange={(o) => set(o, "router")}
+      />
+      <Group align="flex-start" gap="lg" wrap="wrap">
+        <MetricInput value={f.metric} error={errors.metric} onChange={(v) => set({ metric: v }, "metric")} />
+        <Switch label="Masquerade" description="Translate the source address to the routing peer's" checked={f.masquerade} onChange={(e) => set({ masquerade: e.currentTarget.checked }, "metric")} mt={28} />
+        <Switch label="Enabled" checked={f.enabled} onChange={(e) => set({ enabled: e.currentTarget.checked }, "metric")} mt={28} />
+      </Group>
+    </FormModal>
   );
 }
-
-const empty = (cols: number, text: string) => (
-  <Table.Tr>
-    <Table.Td colSpan={cols}>
-      <Text size="sm" c="dimmed">
-        {text}
-      </Text>
-    </Table.Td>
-  </Table.Tr>
-);
 
 export function NetworkDetailPage() {
   const { id = "" } = useParams();
@@ -316,65 +253,42 @@ export function NetworkDetailPage() {
                 </Button>
               </Allowed>
             </Group>
-            <Table.ScrollContainer minWidth={760}>
-              <Table striped aria-label="Resources" verticalSpacing="xs">
-                <Table.Thead>
-                  <Table.Tr>
-                    <Table.Th>Name</Table.Th>
-                    <Table.Th>Address</Table.Th>
-                    <Table.Th>Type</Table.Th>
-                    <Table.Th>Groups</Table.Th>
-                    <Table.Th>Enabled</Table.Th>
-                    <Table.Th>
-                      <VisuallyHidden>Actions</VisuallyHidden>
-                    </Table.Th>
-                  </Table.Tr>
-                </Table.Thead>
-                <Table.Tbody>
-                  {resList.length === 0 && !resources.loading && empty(6, "No resources: add the hosts, subnets or domains this network reaches.")}
-                  {resList.map((r) => (
-                    <Table.Tr key={r.id} data-resource-name={r.name}>
-                      <Table.Td>
-                        <Text size="sm" fw={500}>
-                          {r.name}
-                        </Text>
-                        {r.description && (
-                          <Text size="xs" c="dimmed">
-                            {r.description}
-                          </Text>
-                        )}
-                      </Table.Td>
-                      <Table.Td>
-                        <Text size="sm" ff="monospace">
-                          {r.address}
-                        </Text>
-                      </Table.Td>
-                      <Table.Td>
-                        <Badge size="sm" variant="light" color="gray">
-                          {r.type}
-                        </Badge>
-                      </Table.Td>
-                      <Table.Td>{r.groups.map((g) => g.name).join(", ") || "—"}</Table.Td>
-                      <Table.Td>{r.enabled ? "yes" : "no"}</Table.Td>
-                      <Table.Td>
-                        <Group gap={4} wrap="nowrap" justify="flex-end">
-                          <Allowed why={noUpdate}>
-                            <Button size="xs" variant="light" onClick={() => setEditRes(r)} aria-label={`Edit resource ${r.name}`}>
-                              Edit
-                            </Button>
-                          </Allowed>
-                          <Allowed why={noDelete}>
-                            <Button size="xs" variant="light" color="red" onClick={() => setDelRes(r)} aria-label={`Delete resource ${r.name}`}>
-                              Delete
-                            </Button>
-                          </Allowed>
-                        </Group>
-                      </Table.Td>
-                    </Table.Tr>
-                  ))}
-                </Table.Tbody>
-              </Table>
-            </Table.ScrollContainer>
+            <ListTable
+              label="Resources"
+              minWidth={760}
+              hover={false}
+              headers={["Name", "Address", "Type", "Groups", "Enabled"]}
+              empty={resList.length === 0 ? "No resources: add the hosts, subnets or domains this network reaches." : null}
+              loading={resources.loading}
+            >
+              {resList.map((r) => (
+                <Table.Tr key={r.id} data-resource-name={r.name}>
+                  <Table.Td>
+                    <Text size="sm" fw={500}>
+                      {r.name}
+                    </Text>
+                    {r.description && (
+                      <Text size="xs" c="dimmed">
+                        {r.description}
+                      </Text>
+                    )}
+                  </Table.Td>
+                  <Table.Td>
+                    <Text size="sm" ff="monospace">
+                      {r.address}
+                    </Text>
+                  </Table.Td>
+                  <Table.Td>
+                    <Badge size="sm" variant="light" color="gray">
+                      {r.type}
+                    </Badge>
+                  </Table.Td>
+                  <Table.Td>{r.groups.map((g) => g.name).join(", ") || "—"}</Table.Td>
+                  <Table.Td>{r.enabled ? "yes" : "no"}</Table.Td>
+                  <RowActions name={`resource ${r.name}`} noUpdate={noUpdate} noDelete={noDelete} onEdit={() => setEditRes(r)} onDelete={() => setDelRes(r)} />
+                </Table.Tr>
+              ))}
+            </ListTable>
           </Card>
           <Card withBorder>
             <Group justify="space-between" mb="xs">
@@ -387,46 +301,24 @@ export function NetworkDetailPage() {
                 </Button>
               </Allowed>
             </Group>
-            <Table.ScrollContainer minWidth={640}>
-              <Table striped aria-label="Routers" verticalSpacing="xs">
-                <Table.Thead>
-                  <Table.Tr>
-                    <Table.Th>Peer or peer groups</Table.Th>
-                    <Table.Th>Metric</Table.Th>
-                    <Table.Th>Masquerade</Table.Th>
-                    <Table.Th>Enabled</Table.Th>
-                    <Table.Th>
-                      <VisuallyHidden>Actions</VisuallyHidden>
-                    </Table.Th>
-                  </Table.Tr>
-                </Table.Thead>
-                <Table.Tbody>
-                  {(routers.data ?? []).length === 0 && !routers.loading && empty(5, "No routers: add a peer that forwards traffic to the resources.")}
-                  {(routers.data ?? []).map((r) => (
-                    <Table.Tr key={r.id} data-router={routerText(r)}>
-                      <Table.Td>{routerText(r)}</Table.Td>
-                      <Table.Td>{r.metric}</Table.Td>
-                      <Table.Td>{r.masquerade ? "yes" : "no"}</Table.Td>
-                      <Table.Td>{r.enabled ? "yes" : "no"}</Table.Td>
-                      <Table.Td>
-                        <Group gap={4} wrap="nowrap" justify="flex-end">
-                          <Allowed why={noUpdate}>
-                            <Button size="xs" variant="light" onClick={() => setEditRouter(r)} aria-label={`Edit router ${routerText(r)}`}>
-                              Edit
-                            </Button>
-                          </Allowed>
-                          <Allowed why={noDelete}>
-                            <Button size="xs" variant="light" color="red" onClick={() => setDelRouter(r)} aria-label={`Delete router ${routerText(r)}`}>
-                              Delete
-                            </Button>
-                          </Allowed>
-                        </Group>
-                      </Table.Td>
-                    </Table.Tr>
-                  ))}
-                </Table.Tbody>
-              </Table>
-            </Table.ScrollContainer>
+            <ListTable
+              label="Routers"
+              minWidth={640}
+              hover={false}
+              headers={["Peer or peer groups", "Metric", "Masquerade", "Enabled"]}
+              empty={(routers.data ?? []).length === 0 ? "No routers: add a peer that forwards traffic to the resources." : null}
+              loading={routers.loading}
+            >
+              {(routers.data ?? []).map((r) => (
+                <Table.Tr key={r.id} data-router={routerText(r)}>
+                  <Table.Td>{routerText(r)}</Table.Td>
+                  <Table.Td>{r.metric}</Table.Td>
+                  <Table.Td>{r.masquerade ? "yes" : "no"}</Table.Td>
+                  <Table.Td>{r.enabled ? "yes" : "no"}</Table.Td>
+                  <RowActions name={`router ${routerText(r)}`} noUpdate={noUpdate} noDelete={noDelete} onEdit={() => setEditRouter(r)} onDelete={() => setDelRouter(r)} />
+                </Table.Tr>
+              ))}
+            </ListTable>
           </Card>
           <NetworkModal editing={editNet ? n : null} onClose={() => setEditNet(false)} onDone={() => void net.reload()} />
           <ResourceModal networkId={id} editing={editRes} groupData={groupData} onClose={() => setEditRes(null)} onDone={reloadAll} />

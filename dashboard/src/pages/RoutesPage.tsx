@@ -6,29 +6,14 @@
  * delete (confirmed). The form checks before sending (routing/form.ts) and
  * puts a server refusal beside the control its message names.
  */
-import {
-  Alert,
-  Badge,
-  Button,
-  Group,
-  Modal,
-  MultiSelect,
-  SegmentedControl,
-  Stack,
-  Switch,
-  Table,
-  Text,
-  Textarea,
-  TextInput,
-  Title,
-  VisuallyHidden,
-} from "@mantine/core";
-import { useMemo, useState, type FormEvent } from "react";
-import { messageOf } from "../api/client";
+import { Badge, Button, Group, MultiSelect, SegmentedControl, Stack, Switch, Table, Text, Textarea, TextInput, Title } from "@mantine/core";
+import { useMemo, useState } from "react";
 import { LIVE_INTERVAL_MS, usePoll } from "../api/poll";
 import { useApp } from "../app";
 import { Allowed } from "../common/Allowed";
 import { ConfirmModal } from "../common/ConfirmModal";
+import { FormModal, useFormModal } from "../common/FormModal";
+import { EnabledCell, ListTable, RowActions } from "../common/ListTable";
 import { deniedReason } from "../common/permissions";
 import { useCurrentUser } from "../common/useCurrentUser";
 import { MetricInput, RouterPicker, Unavailable, useOptions, type Option } from "../routing/controls";
@@ -41,7 +26,6 @@ import {
   routeRequest,
   validateRoute,
   type Route,
-  type RouteErrors,
   type RouteField,
   type RouteForm,
 } from "../routing/form";
@@ -60,199 +44,141 @@ function RouteModal({
   onDone: () => void;
 }) {
   const { api } = useApp();
-  const [f, setF] = useState<RouteForm>(newRoute);
-  const [seen, setSeen] = useState<string | null>(null);
-  const [errors, setErrors] = useState<RouteErrors>({});
-  const [busy, setBusy] = useState(false);
-  const key = editing === null ? null : editing === "new" ? "new" : editing.id;
-  if (key !== seen) {
-    setSeen(key);
-    setF(editing && editing !== "new" ? fromRoute(editing) : newRoute());
-    setErrors({});
-  }
-  const set = (o: Partial<RouteForm>, clear: RouteField) => {
-    setF((x) => ({ ...x, ...o }));
-    setErrors((e) => ({ ...e, [clear]: undefined, form: undefined }));
-  };
+  const { f, errors, busy, set, submit } = useFormModal<Route, RouteForm, RouteField>(editing, (r) => (r ? fromRoute(r) : newRoute()));
   const exit = isExitNodeForm(f);
-  const submit = async (ev: FormEvent) => {
-    ev.preventDefault();
-    const e = validateRoute(f);
-    setErrors(e);
-    if (Object.keys(e).length) return;
-    setBusy(true);
-    try {
-      const body = routeRequest(f);
-      if (editing === "new") await api.post("/api/routes", { body });
-      else if (editing) await api.put("/api/routes/{routeId}", { path: { routeId: editing.id }, body });
-      onDone();
-      onClose();
-    } catch (err) {
-      setErrors({ [routeErrorField(err)]: messageOf(err) });
-    } finally {
-      setBusy(false);
-    }
-  };
   return (
-    <Modal closeButtonProps={{ "aria-label": "Close" }} opened={editing !== null} onClose={onClose} title={editing === "new" ? "Create a route" : `Edit route ${editing?.network_id ?? ""}`} size="xl">
-      <form onSubmit={(e) => void submit(e)} noValidate>
-        <Stack>
-          <Group align="flex-start" gap="sm" wrap="wrap">
-            <TextInput
-              label="Network identifier"
-              description="1-40 characters; routes with the same identifier form one highly available route"
-              required
-              value={f.networkId}
-              onChange={(e) => set({ networkId: e.currentTarget.value }, "networkId")}
-              error={errors.networkId}
-              data-autofocus
-              style={{ flex: 1, minWidth: 240 }}
+    <FormModal
+      opened={editing !== null}
+      onClose={onClose}
+      title={editing === "new" ? "Create a route" : `Edit route ${editing?.network_id ?? ""}`}
+      size="xl"
+      busy={busy}
+      submitLabel={editing === "new" ? "Create route" : "Save route"}
+      formError={errors.form}
+      onSubmit={submit({
+        validate: validateRoute,
+        errorField: routeErrorField,
+        onClose,
+        send: async (f) => {
+          const body = routeRequest(f);
+          if (editing === "new") await api.post("/api/routes", { body });
+          else if (editing) await api.put("/api/routes/{routeId}", { path: { routeId: editing.id }, body });
+          onDone();
+        },
+      })}
+    >
+      <Group align="flex-start" gap="sm" wrap="wrap">
+        <TextInput
+          label="Network identifier"
+          description="1-40 characters; routes with the same identifier form one highly available route"
+          required
+          value={f.networkId}
+          onChange={(e) => set({ networkId: e.currentTarget.value }, "networkId")}
+          error={errors.networkId}
+          data-autofocus
+          style={{ flex: 1, minWidth: 240 }}
+        />
+        <Switch label="Enabled" checked={f.enabled} onChange={(e) => set({ enabled: e.currentTarget.checked }, "networkId")} mt={32} />
+      </Group>
+      <TextInput label="Description" value={f.description} onChange={(e) => set({ description: e.currentTarget.value }, "description")} error={errors.description} />
+      <Stack gap={4}>
+        <Group justify="space-between" gap="xs">
+          <Text size="sm" fw={500} id="route-dest-label">
+            Destination
+          </Text>
+          <SegmentedControl
+            size="xs"
+            aria-label="Destination: a network range or domains"
+            value={f.destKind}
+            onChange={(v) => set({ destKind: v as RouteForm["destKind"] }, "destination")}
+            data={[
+              { value: "network", label: "Network range" },
+              { value: "domains", label: "Domains" },
+            ]}
+          />
+        </Group>
+        {f.destKind === "network" ? (
+          <TextInput
+            aria-labelledby="route-dest-label"
+            description="A CIDR such as 10.64.0.0/24; 0.0.0.0/0 or ::/0 makes the routing peer an exit node"
+            placeholder="10.64.0.0/24"
+            value={f.network}
+            onChange={(e) => set({ network: e.currentTarget.value }, "destination")}
+            error={errors.destination}
+          />
+        ) : (
+          <>
+            <Textarea
+              aria-labelledby="route-dest-label"
+              description="Up to 32 domains, one per line; *.example.com covers its subdomains. Routed to the addresses they resolve to."
+              placeholder={"example.com\n*.internal.example.com"}
+              autosize
+              minRows={2}
+              maxRows={8}
+              value={f.domains}
+              onChange={(e) => set({ domains: e.currentTarget.value }, "destination")}
+              error={errors.destination}
             />
-            <Switch label="Enabled" checked={f.enabled} onChange={(e) => set({ enabled: e.currentTarget.checked }, "networkId")} mt={32} />
-          </Group>
-          <TextInput label="Description" value={f.description} onChange={(e) => set({ description: e.currentTarget.value }, "description")} error={errors.description} />
-          <Stack gap={4}>
-            <Group justify="space-between" gap="xs">
-              <Text size="sm" fw={500} id="route-dest-label">
-                Destination
-              </Text>
-              <SegmentedControl
-                size="xs"
-                aria-label="Destination: a network range or domains"
-                value={f.destKind}
-                onChange={(v) => set({ destKind: v as RouteForm["destKind"] }, "destination")}
-                data={[
-                  { value: "network", label: "Network range" },
-                  { value: "domains", label: "Domains" },
-                ]}
-              />
-            </Group>
-            {f.destKind === "network" ? (
-              <TextInput
-                aria-labelledby="route-dest-label"
-                description="A CIDR such as 10.64.0.0/24; 0.0.0.0/0 or ::/0 makes the routing peer an exit node"
-                placeholder="10.64.0.0/24"
-                value={f.network}
-                onChange={(e) => set({ network: e.currentTarget.value }, "destination")}
-                error={errors.destination}
-              />
-            ) : (
-              <>
-                <Textarea
-                  aria-labelledby="route-dest-label"
-                  description="Up to 32 domains, one per line; *.example.com covers its subdomains. Routed to the addresses they resolve to."
-                  placeholder={"example.com\n*.internal.example.com"}
-                  autosize
-                  minRows={2}
-                  maxRows={8}
-                  value={f.domains}
-                  onChange={(e) => set({ domains: e.currentTarget.value }, "destination")}
-                  error={errors.destination}
-                />
-                <Switch
-                  label="Keep routes"
-                  description="Keep the resolved addresses routed after the domains stop resolving to them"
-                  checked={f.keepRoute}
-                  onChange={(e) => set({ keepRoute: e.currentTarget.checked }, "destination")}
-                />
-              </>
-            )}
-          </Stack>
-          <RouterPicker
-            idPrefix="route"
-            kind={f.routerKind}
-            peer={f.peer}
-            peerGroups={f.peerGroups}
-            groupData={groupData}
-            peerData={peerData}
-            error={errors.router}
-            onChange={(o) => set({ ...(o.kind ? { routerKind: o.kind } : {}), ...(o.peer !== undefined ? { peer: o.peer } : {}), ...(o.peerGroups ? { peerGroups: o.peerGroups } : {}) }, "router")}
-          />
-          <MultiSelect
-            label="Distribution groups"
-            description="Peers in these groups get the route"
-            required
-            data={groupData}
-            value={f.groups}
-            onChange={(v) => set({ groups: v }, "groups")}
-            searchable
-            error={errors.groups}
-          />
-          <MultiSelect
-            label="Access control groups"
-            description="Optional: only traffic that access policies allow to these groups passes the routing peer"
-            data={groupData}
-            value={f.accessControlGroups}
-            onChange={(v) => set({ accessControlGroups: v }, "accessControlGroups")}
-            searchable
-            clearable
-            placeholder="None: every distribution peer may use the route"
-            error={errors.accessControlGroups}
-          />
-          <Group align="flex-start" gap="lg" wrap="wrap">
-            <MetricInput value={f.metric} error={errors.metric} onChange={(v) => set({ metric: v }, "metric")} />
             <Switch
-              label="Masquerade"
-              description="The routing peer translates the source address to its own"
-              checked={f.masquerade}
-              onChange={(e) => set({ masquerade: e.currentTarget.checked }, "metric")}
-              mt={28}
+              label="Keep routes"
+              description="Keep the resolved addresses routed after the domains stop resolving to them"
+              checked={f.keepRoute}
+              onChange={(e) => set({ keepRoute: e.currentTarget.checked }, "destination")}
             />
-          </Group>
-          {(exit || f.skipAutoApply) && (
-            <Switch
-              label="Do not apply automatically"
-              description="Clients use this exit node only after selecting it (netbird networks select, or netbird up --exit-node)"
-              checked={f.skipAutoApply}
-              onChange={(e) => set({ skipAutoApply: e.currentTarget.checked }, "skipAutoApply")}
-              error={errors.skipAutoApply}
-            />
-          )}
-          <Group justify="flex-end">
-            <Button variant="default" onClick={onClose}>
-              Cancel
-            </Button>
-            <Button type="submit" loading={busy}>
-              {editing === "new" ? "Create route" : "Save route"}
-            </Button>
-          </Group>
-          {errors.form && (
-            <Alert color="red" role="alert" title="The server refused">
-              {errors.form}
-            </Alert>
-          )}
-        </Stack>
-      </form>
-    </Modal>
-  );
-}
-
-function EnabledSwitch({ r, onDone }: { r: Route; onDone: () => void }) {
-  const { api } = useApp();
-  const [busy, setBusy] = useState(false);
-  const [err, setErr] = useState("");
-  const errId = `route-enable-error-${r.id}`;
-  const toggle = async (enabled: boolean) => {
-    setBusy(true);
-    setErr("");
-    try {
-      await api.put("/api/routes/{routeId}", { path: { routeId: r.id }, body: { ...routeRequest(fromRoute(r)), enabled } });
-      onDone();
-    } catch (e) {
-      setErr(messageOf(e));
-    } finally {
-      setBusy(false);
-    }
-  };
-  return (
-    <Stack gap={2}>
-      <Switch checked={r.enabled} disabled={busy} onChange={(e) => void toggle(e.currentTarget.checked)} aria-label={`${r.network_id} enabled`} aria-describedby={err ? errId : undefined} />
-      {err && (
-        <Text size="xs" c="red" role="alert" id={errId}>
-          {err}
-        </Text>
+          </>
+        )}
+      </Stack>
+      <RouterPicker
+        idPrefix="route"
+        kind={f.routerKind}
+        peer={f.peer}
+        peerGroups={f.peerGroups}
+        groupData={groupData}
+        peerData={peerData}
+        error={errors.router}
+        onChange={(o) => set({ ...(o.kind ? { routerKind: o.kind } : {}), ...(o.peer !== undefined ? { peer: o.peer } : {}), ...(o.peerGroups ? { peerGroups: o.peerGroups } : {}) }, "router")}
+      />
+      <MultiSelect
+        label="Distribution groups"
+        description="Peers in these groups get the route"
+        required
+        data={groupData}
+        value={f.groups}
+        onChange={(v) => set({ groups: v }, "groups")}
+        searchable
+        error={errors.groups}
+      />
+      <MultiSelect
+        label="Access control groups"
+        description="Optional: only traffic that access policies allow to these groups passes the routing peer"
+        data={groupData}
+        value={f.accessControlGroups}
+        onChange={(v) => set({ accessControlGroups: v }, "accessControlGroups")}
+        searchable
+        clearable
+        placeholder="None: every distribution peer may use the route"
+        error={errors.accessControlGroups}
+      />
+      <Group align="flex-start" gap="lg" wrap="wrap">
+        <MetricInput value={f.metric} error={errors.metric} onChange={(v) => set({ metric: v }, "metric")} />
+        <Switch
+          label="Masquerade"
+          description="The routing peer translates the source address to its own"
+          checked={f.masquerade}
+          onChange={(e) => set({ masquerade: e.currentTarget.checked }, "metric")}
+          mt={28}
+        />
+      </Group>
+      {(exit || f.skipAutoApply) && (
+        <Switch
+          label="Do not apply automatically"
+          description="Clients use this exit node only after selecting it (netbird networks select, or netbird up --exit-node)"
+          checked={f.skipAutoApply}
+          onChange={(e) => set({ skipAutoApply: e.currentTarget.checked }, "skipAutoApply")}
+          error={errors.skipAutoApply}
+        />
       )}
-    </Stack>
+    </FormModal>
   );
 }
 
@@ -292,105 +218,71 @@ export function RoutesPage() {
         <Unavailable reason={noRead} />
       ) : (
         <>
-          {routes.error !== null && (
-            <Alert color="red" role="alert" title="Could not load the routes">
-              {messageOf(routes.error)}
-            </Alert>
-          )}
-          <Table.ScrollContainer minWidth={980}>
-            <Table striped highlightOnHover aria-label="Routes" verticalSpacing="xs">
-              <Table.Thead>
-                <Table.Tr>
-                  <Table.Th>Enabled</Table.Th>
-                  <Table.Th>Identifier</Table.Th>
-                  <Table.Th>Network or domains</Table.Th>
-                  <Table.Th>Routing peer</Table.Th>
-                  <Table.Th>Distribution</Table.Th>
-                  <Table.Th>Metric</Table.Th>
-                  <Table.Th>Masquerade</Table.Th>
-                  <Table.Th>
-                    <VisuallyHidden>Actions</VisuallyHidden>
-                  </Table.Th>
-                </Table.Tr>
-              </Table.Thead>
-              <Table.Tbody>
-                {list.length === 0 && !routes.loading && (
-                  <Table.Tr>
-                    <Table.Td colSpan={8}>
-                      <Text size="sm" c="dimmed">
-                        No routes yet.
-                      </Text>
-                    </Table.Td>
-                  </Table.Tr>
-                )}
-                {list.map((r) => (
-                  <Table.Tr key={r.id} data-route-id={r.network_id}>
-                    <Table.Td>
-                      {noUpdate ? (
-                        <Text size="sm">{r.enabled ? "yes" : "no"}</Text>
-                      ) : (
-                        <EnabledSwitch r={r} onDone={() => void routes.reload()} />
-                      )}
-                    </Table.Td>
-                    <Table.Td>
-                      <Group gap={6} wrap="nowrap">
-                        <Text size="sm" fw={500}>
-                          {r.network_id}
-                        </Text>
-                        {isExitNode(r) && (
-                          <Badge size="xs" color="grape" variant="light">
-                            exit node
-                          </Badge>
-                        )}
-                      </Group>
-                      {r.description && (
-                        <Text size="xs" c="dimmed">
-                          {r.description}
-                        </Text>
-                      )}
-                    </Table.Td>
-                    <Table.Td>
-                      <Text size="sm" ff="monospace">
-                        {r.network_type === "Domain" ? r.domains.join(", ") : r.network}
-                      </Text>
-                      {r.network_type === "Domain" && r.keep_route && (
-                        <Text size="xs" c="dimmed">
-                          keeps routes
-                        </Text>
-                      )}
-                    </Table.Td>
-                    <Table.Td>
-                      <Text size="sm">{r.peer ? peerName.get(r.peer) ?? r.peer : `groups: ${names(r.peer_groups)}`}</Text>
-                    </Table.Td>
-                    <Table.Td>
-                      <Text size="sm">{names(r.groups)}</Text>
-                      {(r.access_control_groups ?? []).length > 0 && (
-                        <Text size="xs" c="dimmed">
-                          access control: {names(r.access_control_groups)}
-                        </Text>
-                      )}
-                    </Table.Td>
-                    <Table.Td>{r.metric}</Table.Td>
-                    <Table.Td>{r.masquerade ? "yes" : "no"}</Table.Td>
-                    <Table.Td>
-                      <Group gap={4} wrap="nowrap" justify="flex-end">
-                        <Allowed why={noUpdate}>
-                          <Button size="xs" variant="light" onClick={() => setEditing(r)} aria-label={`Edit ${r.network_id}`}>
-                            Edit
-                          </Button>
-                        </Allowed>
-                        <Allowed why={noDelete}>
-                          <Button size="xs" variant="light" color="red" onClick={() => setDeleting(r)} aria-label={`Delete ${r.network_id}`}>
-                            Delete
-                          </Button>
-                        </Allowed>
-                      </Group>
-                    </Table.Td>
-                  </Table.Tr>
-                ))}
-              </Table.Tbody>
-            </Table>
-          </Table.ScrollContainer>
+          <ListTable
+            label="Routes"
+            minWidth={980}
+            headers={["Enabled", "Identifier", "Network or domains", "Routing peer", "Distribution", "Metric", "Masquerade"]}
+            empty={list.length === 0 ? "No routes yet." : null}
+            loading={routes.loading}
+            error={routes.error}
+            errorTitle="Could not load the routes"
+          >
+            {list.map((r) => (
+              <Table.Tr key={r.id} data-route-id={r.network_id}>
+                <Table.Td>
+                  <EnabledCell
+                    enabled={r.enabled}
+                    name={r.network_id}
+                    denied={noUpdate}
+                    errorId={`route-enable-error-${r.id}`}
+                    onToggle={(enabled) => api.put("/api/routes/{routeId}", { path: { routeId: r.id }, body: { ...routeRequest(fromRoute(r)), enabled } })}
+                    onDone={() => void routes.reload()}
+                  />
+                </Table.Td>
+                <Table.Td>
+                  <Group gap={6} wrap="nowrap">
+                    <Text size="sm" fw={500}>
+                      {r.network_id}
+                    </Text>
+                    {isExitNode(r) && (
+                      <Badge size="xs" color="grape" variant="light">
+                        exit node
+                      </Badge>
+                    )}
+                  </Group>
+                  {r.description && (
+                    <Text size="xs" c="dimmed">
+                      {r.description}
+                    </Text>
+                  )}
+                </Table.Td>
+                <Table.Td>
+                  <Text size="sm" ff="monospace">
+                    {r.network_type === "Domain" ? r.domains.join(", ") : r.network}
+                  </Text>
+                  {r.network_type === "Domain" && r.keep_route && (
+                    <Text size="xs" c="dimmed">
+                      keeps routes
+                    </Text>
+                  )}
+                </Table.Td>
+                <Table.Td>
+                  <Text size="sm">{r.peer ? peerName.get(r.peer) ?? r.peer : `groups: ${names(r.peer_groups)}`}</Text>
+                </Table.Td>
+                <Table.Td>
+                  <Text size="sm">{names(r.groups)}</Text>
+                  {(r.access_control_groups ?? []).length > 0 && (
+                    <Text size="xs" c="dimmed">
+                      access control: {names(r.access_control_groups)}
+                    </Text>
+                  )}
+                </Table.Td>
+                <Table.Td>{r.metric}</Table.Td>
+                <Table.Td>{r.masquerade ? "yes" : "no"}</Table.Td>
+                <RowActions name={r.network_id} noUpdate={noUpdate} noDelete={noDelete} onEdit={() => setEditing(r)} onDelete={() => setDeleting(r)} />
+              </Table.Tr>
+            ))}
+          </ListTable>
         </>
       )}
       <RouteModal editing={editing} groupData={groupData} peerData={peerData} onClose={() => setEditing(null)} onDone={() => void routes.reload()} />

@@ -5,14 +5,16 @@
  * name relative to the zone ("www") or in full and shows the full name it
  * will send. Everything refreshes every 2 s.
  */
-import { Alert, Anchor, Badge, Button, Card, Group, Modal, NumberInput, Select, Stack, Table, Text, TextInput, Title, VisuallyHidden } from "@mantine/core";
-import { useMemo, useState, type FormEvent } from "react";
+import { Alert, Anchor, Badge, Button, Card, Group, NumberInput, Select, Stack, Table, Text, TextInput, Title } from "@mantine/core";
+import { useMemo, useState } from "react";
 import { Link as RouterLink, useNavigate, useParams } from "react-router";
 import { ApiError, messageOf } from "../api/client";
 import { LIVE_INTERVAL_MS, usePoll } from "../api/poll";
 import { useApp } from "../app";
 import { Allowed } from "../common/Allowed";
 import { ConfirmModal } from "../common/ConfirmModal";
+import { FormModal, useFormModal } from "../common/FormModal";
+import { ListTable, RowActions } from "../common/ListTable";
 import { deniedReason } from "../common/permissions";
 import { useCurrentUser } from "../common/useCurrentUser";
 import {
@@ -24,7 +26,6 @@ import {
   recordRequest,
   validateRecord,
   type DNSRecord,
-  type RecordErrors,
   type RecordField,
   type RecordForm,
   type RecordType,
@@ -40,104 +41,75 @@ const contentHint: Record<RecordType, { label: string; placeholder: string; desc
 
 function RecordModal({ zoneId, domain, editing, onClose, onDone }: { zoneId: string; domain: string; editing: DNSRecord | "new" | null; onClose: () => void; onDone: () => void }) {
   const { api } = useApp();
-  const [f, setF] = useState<RecordForm>(newRecord);
-  const [seen, setSeen] = useState<string | null>(null);
-  const [errors, setErrors] = useState<RecordErrors>({});
-  const [busy, setBusy] = useState(false);
-  const key = editing === null ? null : editing === "new" ? "new" : editing.id;
-  if (key !== seen) {
-    setSeen(key);
-    setF(editing && editing !== "new" ? fromRecord(editing) : newRecord());
-    setErrors({});
-  }
-  const set = (o: Partial<RecordForm>, clear: RecordField) => {
-    setF((x) => ({ ...x, ...o }));
-    setErrors((e) => ({ ...e, [clear]: undefined, form: undefined }));
-  };
-  const submit = async (ev: FormEvent) => {
-    ev.preventDefault();
-    const e = validateRecord(f, domain);
-    setErrors(e);
-    if (Object.keys(e).length) return;
-    setBusy(true);
-    try {
-      const body = recordRequest(f, domain);
-      if (editing === "new") await api.post("/api/dns/zones/{zoneId}/records", { path: { zoneId }, body });
-      else if (editing) await api.put("/api/dns/zones/{zoneId}/records/{recordId}", { path: { zoneId, recordId: editing.id }, body });
-      onDone();
-      onClose();
-    } catch (err) {
-      setErrors({ [recordErrorField(err)]: messageOf(err) });
-    } finally {
-      setBusy(false);
-    }
-  };
+  const { f, errors, busy, set, submit } = useFormModal<DNSRecord, RecordForm, RecordField>(editing, (r) => (r ? fromRecord(r) : newRecord()));
   const hint = contentHint[f.type];
   const full = f.name.trim() ? recordFQDN(f.name, domain) : "";
   return (
-    <Modal closeButtonProps={{ "aria-label": "Close" }} opened={editing !== null} onClose={onClose} title={editing === "new" ? "Add a record" : `Edit record ${editing?.name ?? ""}`} size="lg">
-      <form onSubmit={(e) => void submit(e)} noValidate>
-        <Stack>
-          <TextInput
-            label="Name"
-            description={full ? `Full name: ${full}` : `A name under ${domain}: www (for www.${domain}), @ for ${domain} itself, *.dev for a wildcard`}
-            placeholder="www"
-            required
-            value={f.name}
-            onChange={(e) => set({ name: e.currentTarget.value }, "name")}
-            error={errors.name}
-            data-autofocus
-          />
-          <Group align="flex-start" gap="sm" wrap="wrap">
-            <Select
-              label="Type"
-              required
-              data={["A", "AAAA", "CNAME"]}
-              value={f.type}
-              onChange={(v) => v && set({ type: v as RecordType }, "content")}
-              allowDeselect={false}
-              error={errors.type}
-              w={130}
-            />
-            <TextInput
-              label={hint.label}
-              description={hint.description}
-              placeholder={hint.placeholder}
-              required
-              value={f.content}
-              onChange={(e) => set({ content: e.currentTarget.value }, "content")}
-              error={errors.content}
-              style={{ flex: 1, minWidth: 220 }}
-            />
-          </Group>
-          <NumberInput
-            label="TTL (seconds)"
-            description={`How long resolvers may cache the answer: 0-${MAX_TTL}`}
-            value={f.ttl}
-            onChange={(v) => set({ ttl: v }, "ttl")}
-            min={0}
-            max={MAX_TTL}
-            allowDecimal={false}
-            allowNegative={false}
-            error={errors.ttl}
-            w={240}
-          />
-          <Group justify="flex-end">
-            <Button variant="default" onClick={onClose}>
-              Cancel
-            </Button>
-            <Button type="submit" loading={busy}>
-              {editing === "new" ? "Add record" : "Save record"}
-            </Button>
-          </Group>
-          {errors.form && (
-            <Alert color="red" role="alert" title="The server refused">
-              {errors.form}
-            </Alert>
-          )}
-        </Stack>
-      </form>
-    </Modal>
+    <FormModal
+      opened={editing !== null}
+      onClose={onClose}
+      title={editing === "new" ? "Add a record" : `Edit record ${editing?.name ?? ""}`}
+      size="lg"
+      busy={busy}
+      submitLabel={editing === "new" ? "Add record" : "Save record"}
+      formError={errors.form}
+      onSubmit={submit({
+        validate: (f) => validateRecord(f, domain),
+        errorField: recordErrorField,
+        onClose,
+        send: async (f) => {
+          const body = recordRequest(f, domain);
+          if (editing === "new") await api.post("/api/dns/zones/{zoneId}/records", { path: { zoneId }, body });
+          else if (editing) await api.put("/api/dns/zones/{zoneId}/records/{recordId}", { path: { zoneId, recordId: editing.id }, body });
+          onDone();
+        },
+      })}
+    >
+      <TextInput
+        label="Name"
+        description={full ? `Full name: ${full}` : `A name under ${domain}: www (for www.${domain}), @ for ${domain} itself, *.dev for a wildcard`}
+        placeholder="www"
+        required
+        value={f.name}
+        onChange={(e) => set({ name: e.currentTarget.value }, "name")}
+        error={errors.name}
+        data-autofocus
+      />
+      <Group align="flex-start" gap="sm" wrap="wrap">
+        <Select
+          label="Type"
+          required
+          data={["A", "AAAA", "CNAME"]}
+          value={f.type}
+          onChange={(v) => v && set({ type: v as RecordType }, "content")}
+          allowDeselect={false}
+          error={errors.type}
+          w={130}
+        />
+        <TextInput
+          label={hint.label}
+          description={hint.description}
+          placeholder={hint.placeholder}
+          required
+          value={f.content}
+          onChange={(e) => set({ content: e.currentTarget.value }, "content")}
+          error={errors.content}
+          style={{ flex: 1, minWidth: 220 }}
+        />
+      </Group>
+      <NumberInput
+        label="TTL (seconds)"
+        description={`How long resolvers may cache the answer: 0-${MAX_TTL}`}
+        value={f.ttl}
+        onChange={(v) => set({ ttl: v }, "ttl")}
+        min={0}
+        max={MAX_TTL}
+        allowDecimal={false}
+        allowNegative={false}
+        error={errors.ttl}
+        w={240}
+      />
+    </FormModal>
   );
 }
 
@@ -230,66 +202,29 @@ export function ZoneDetailPage() {
                 </Button>
               </Allowed>
             </Group>
-            <Table.ScrollContainer minWidth={640}>
-              <Table striped highlightOnHover aria-label="Records" verticalSpacing="xs">
-                <Table.Thead>
-                  <Table.Tr>
-                    <Table.Th>Name</Table.Th>
-                    <Table.Th>Type</Table.Th>
-                    <Table.Th>Content</Table.Th>
-                    <Table.Th>TTL</Table.Th>
-                    <Table.Th>
-                      <VisuallyHidden>Actions</VisuallyHidden>
-                    </Table.Th>
-                  </Table.Tr>
-                </Table.Thead>
-                <Table.Tbody>
-                  {records.length === 0 && (
-                    <Table.Tr>
-                      <Table.Td colSpan={5}>
-                        <Text size="sm" c="dimmed">
-                          No records: add the names this zone answers.
-                        </Text>
-                      </Table.Td>
-                    </Table.Tr>
-                  )}
-                  {records.map((r) => (
-                    <Table.Tr key={r.id} data-record-name={r.name} data-record-type={r.type}>
-                      <Table.Td>
-                        <Text size="sm" ff="monospace">
-                          {r.name}
-                        </Text>
-                      </Table.Td>
-                      <Table.Td>
-                        <Badge size="sm" variant="light" color="gray">
-                          {r.type}
-                        </Badge>
-                      </Table.Td>
-                      <Table.Td>
-                        <Text size="sm" ff="monospace">
-                          {r.content}
-                        </Text>
-                      </Table.Td>
-                      <Table.Td>{r.ttl} s</Table.Td>
-                      <Table.Td>
-                        <Group gap={4} wrap="nowrap" justify="flex-end">
-                          <Allowed why={noUpdate}>
-                            <Button size="xs" variant="light" onClick={() => setEditRec(r)} aria-label={`Edit record ${r.name} ${r.type} ${r.content}`}>
-                              Edit
-                            </Button>
-                          </Allowed>
-                          <Allowed why={noDelete}>
-                            <Button size="xs" variant="light" color="red" onClick={() => setDelRec(r)} aria-label={`Delete record ${r.name} ${r.type} ${r.content}`}>
-                              Delete
-                            </Button>
-                          </Allowed>
-                        </Group>
-                      </Table.Td>
-                    </Table.Tr>
-                  ))}
-                </Table.Tbody>
-              </Table>
-            </Table.ScrollContainer>
+            <ListTable label="Records" minWidth={640} headers={["Name", "Type", "Content", "TTL"]} empty={records.length === 0 ? "No records: add the names this zone answers." : null}>
+              {records.map((r) => (
+                <Table.Tr key={r.id} data-record-name={r.name} data-record-type={r.type}>
+                  <Table.Td>
+                    <Text size="sm" ff="monospace">
+                      {r.name}
+                    </Text>
+                  </Table.Td>
+                  <Table.Td>
+                    <Badge size="sm" variant="light" color="gray">
+                      {r.type}
+                    </Badge>
+                  </Table.Td>
+                  <Table.Td>
+                    <Text size="sm" ff="monospace">
+                      {r.content}
+                    </Text>
+                  </Table.Td>
+                  <Table.Td>{r.ttl} s</Table.Td>
+                  <RowActions name={`record ${r.name} ${r.type} ${r.content}`} noUpdate={noUpdate} noDelete={noDelete} onEdit={() => setEditRec(r)} onDelete={() => setDelRec(r)} />
+                </Table.Tr>
+              ))}
+            </ListTable>
           </Card>
         </>
       )}
