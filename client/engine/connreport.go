@@ -112,31 +112,45 @@ func (e *Engine) currentConns() []*mgmtpb.WiremeshConnection {
 	return out
 }
 
+// syncMetaFunc sends this agent's system metadata (mgmtclient.Client.SyncMeta).
+type syncMetaFunc func(context.Context, *mgmtpb.PeerSystemMeta) error
+
 // metaFiles is the last posture-check answer, which every metadata this
-// agent sends carries (a connection report must not erase it).
+// agent sends carries (a connection report must not erase it). Its lock
+// is held while any metadata is built AND sent: the connection reporter
+// and the posture reporter each send full metadata from their own
+// goroutine, and management keeps the last one it receives, so a report
+// built with older files must not reach it after a newer answer.
 type metaFiles struct {
 	mu    sync.Mutex
 	files []*mgmtpb.File
 }
 
-func (m *metaFiles) set(f []*mgmtpb.File) {
-	m.mu.Lock()
-	m.files = f
-	m.mu.Unlock()
-}
-
-func (m *metaFiles) get() []*mgmtpb.File {
+// sendConns sends a copy of base carrying the last files and conns.
+func (m *metaFiles) sendConns(ctx context.Context, send syncMetaFunc, base *mgmtpb.PeerSystemMeta, conns []*mgmtpb.WiremeshConnection) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.files
+	meta := proto.Clone(base).(*mgmtpb.PeerSystemMeta)
+	meta.Files = m.files
+	meta.WiremeshConnections = &mgmtpb.WiremeshConnections{Connections: conns}
+	return send(ctx, meta)
+}
+
+// sendFiles sends a copy of base carrying files, a new posture answer.
+// They are kept even if sending fails: the next connection report then
+// carries the newest answer, not an older one.
+func (m *metaFiles) sendFiles(ctx context.Context, send syncMetaFunc, base *mgmtpb.PeerSystemMeta, files []*mgmtpb.File) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.files = files
+	meta := proto.Clone(base).(*mgmtpb.PeerSystemMeta)
+	meta.Files = files
+	return send(ctx, meta)
 }
 
 // sendConns sends the report with this agent's metadata.
 func (e *Engine) sendConns(ctx context.Context, conns []*mgmtpb.WiremeshConnection) error {
-	meta := proto.Clone(e.meta).(*mgmtpb.PeerSystemMeta)
-	meta.Files = e.files.get()
-	meta.WiremeshConnections = &mgmtpb.WiremeshConnections{Connections: conns}
-	return e.mgmt.SyncMeta(ctx, meta)
+	return e.files.sendConns(ctx, e.mgmt.SyncMeta, e.meta, conns)
 }
 
 // reportConns runs the connection reporter until ctx ends.

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
@@ -162,5 +164,87 @@ func TestConnType(t *testing.T) {
 		if got := connType(tc.state, tc.relayed); got != tc.want {
 			t.Errorf("connType(%q, %v) = %v, want %v", tc.state, tc.relayed, got, tc.want)
 		}
+	}
+}
+
+// TestMetaSendsOrdered: a connection report and a posture answer sent at
+// once are serialised, so the last metadata management receives carries
+// the newest files. The fake sender holds the connection report (built
+// with the older files) until the posture answer has gone, or 300 ms:
+// unserialised, the answer would go first and the report, arriving last,
+// would put the older files back.
+func TestMetaSendsOrdered(t *testing.T) {
+	ctx := context.Background()
+	var m metaFiles
+	base := &mgmtpb.PeerSystemMeta{Hostname: "laptop"}
+	older := []*mgmtpb.File{{Path: "/usr/bin/edr"}}
+	newer := []*mgmtpb.File{{Path: "/usr/bin/edr", Exist: true, ProcessIsRunning: true}}
+	if err := m.sendFiles(ctx, func(context.Context, *mgmtpb.PeerSystemMeta) error { return nil }, base, older); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var got []*mgmtpb.PeerSystemMeta
+	inFlight, maxInFlight := 0, 0
+	inReport, answered := make(chan struct{}), make(chan struct{})
+	send := func(_ context.Context, meta *mgmtpb.PeerSystemMeta) error {
+		mu.Lock()
+		inFlight++
+		maxInFlight = max(maxInFlight, inFlight)
+		mu.Unlock()
+		report := meta.GetWiremeshConnections() != nil
+		if report {
+			close(inReport)
+			select {
+			case <-answered:
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+		mu.Lock()
+		got = append(got, meta)
+		inFlight--
+		mu.Unlock()
+		if !report {
+			close(answered)
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := m.sendConns(ctx, send, base, []*mgmtpb.WiremeshConnection{conn("peer-a", mgmtpb.WiremeshConnection_P2P)}); err != nil {
+			t.Error(err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		<-inReport // the report is built and on its way
+		if err := m.sendFiles(ctx, send, base, newer); err != nil {
+			t.Error(err)
+		}
+	}()
+	wg.Wait()
+
+	if len(got) != 2 {
+		t.Fatalf("%d metadata sent, want 2", len(got))
+	}
+	if maxInFlight != 1 {
+		t.Errorf("%d metadata sends at once, want 1", maxInFlight)
+	}
+	last := got[1]
+	if len(last.GetFiles()) != 1 || !proto.Equal(last.GetFiles()[0], newer[0]) {
+		t.Errorf("last metadata received carries files %v, want the newest answer %v", last.GetFiles(), newer)
+	}
+	if base.GetFiles() != nil || base.GetWiremeshConnections() != nil {
+		t.Errorf("the engine's base metadata was changed: %v", base)
+	}
+	// A later report carries the newest answer.
+	var after *mgmtpb.PeerSystemMeta
+	if err := m.sendConns(ctx, func(_ context.Context, meta *mgmtpb.PeerSystemMeta) error { after = meta; return nil }, base, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(after.GetFiles()) != 1 || !proto.Equal(after.GetFiles()[0], newer[0]) {
+		t.Errorf("later report carries files %v, want %v", after.GetFiles(), newer)
 	}
 }

@@ -109,7 +109,7 @@ type Engine struct {
 	srv    *serverRoutes // this peer as a routing peer (serverroutes.go)
 	meta   *mgmtpb.PeerSystemMeta
 	checks chan []string // posture check files asked for (reportChecks)
-	files  metaFiles     // their last answer (connreport.go)
+	files  metaFiles     // their last answer; orders every SyncMeta (connreport.go)
 	dns    *dnsService   // nil with DNS disabled or not listening
 	synced chan struct{} // closed at the first Sync message
 	once   sync.Once     // closes synced

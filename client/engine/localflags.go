@@ -25,9 +25,9 @@ func (o Options) localFlags() *mgmtpb.Flags {
 // withLANBlocked adds to r a drop rule for the parts of the host's local
 // networks (lan) that r's routed networks reach, so an exit node or a
 // routing peer does not open its own LAN to the peers it serves
-// (--block-lan-access). A local network a served route names (a route
-// other than a default route overlapping it) stays reachable: where the
-// route is narrower, only the route's part. The overlay itself is never
+// (--block-lan-access). Only the parts of a local network that served
+// routes name (a route equal to it or inside it) stay reachable; routes
+// wider than the LAN open nothing of it. The overlay itself is never
 // blocked. Drop rules come before accept rules in both firewalls, and a
 // legacy allow-all becomes an explicit accept so the drop applies to it
 // too.
@@ -45,7 +45,11 @@ func withLANBlocked(r acl.Routing, lan []netip.Prefix, overlay netip.Prefix) acl
 				continue
 			}
 			reached = true
-			if n.Bits() > 0 {
+			// Only a route as narrow as the LAN or narrower names (part
+			// of) it: a wider one (a default route, a split default
+			// 0.0.0.0/1 + 128.0.0.0/1, a /16 around a /24 LAN) merely
+			// contains it and must not open it.
+			if n.Bits() > 0 && n.Bits() >= l.Bits() {
 				named = append(named, n)
 			}
 		}

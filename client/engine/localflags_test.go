@@ -74,6 +74,18 @@ func TestWithLANBlocked(t *testing.T) {
 			want: acl.Routing{Networks: []netip.Prefix{pfx("192.168.1.0/25"), pfx("192.168.1.200/32")}, Rules: []acl.RouteRule{
 				{Dests: []netip.Prefix{pfx("192.168.1.128/26"), pfx("192.168.1.192/29"), pfx("192.168.1.201/32"), pfx("192.168.1.202/31"),
 					pfx("192.168.1.204/30"), pfx("192.168.1.208/28"), pfx("192.168.1.224/27")}}, accept}}},
+		{name: "a split default route (two /1) opens no LAN",
+			in: acl.Routing{Networks: []netip.Prefix{pfx("0.0.0.0/1"), pfx("128.0.0.0/1")}, Rules: []acl.RouteRule{accept}},
+			want: acl.Routing{Networks: []netip.Prefix{pfx("0.0.0.0/1"), pfx("128.0.0.0/1")}, Rules: []acl.RouteRule{
+				{Dests: []netip.Prefix{office, home}}, accept}}},
+		{name: "a route wider than the LAN does not open it",
+			in: acl.Routing{Networks: []netip.Prefix{pfx("192.168.0.0/16")}, Rules: []acl.RouteRule{accept}},
+			want: acl.Routing{Networks: []netip.Prefix{pfx("192.168.0.0/16")}, Rules: []acl.RouteRule{
+				{Dests: []netip.Prefix{home}}, accept}}},
+		{name: "a /25 inside the LAN opens that /25 only, even beside a wider route",
+			in: acl.Routing{Networks: []netip.Prefix{pfx("192.168.0.0/16"), pfx("192.168.1.0/25")}, Rules: []acl.RouteRule{accept}},
+			want: acl.Routing{Networks: []netip.Prefix{pfx("192.168.0.0/16"), pfx("192.168.1.0/25")}, Rules: []acl.RouteRule{
+				{Dests: []netip.Prefix{pfx("192.168.1.128/25")}}, accept}}},
 		{name: "a route elsewhere needs no drop",
 			in:   acl.Routing{Networks: []netip.Prefix{pfx("172.16.0.0/12")}, AllowAll: true},
 			want: acl.Routing{Networks: []netip.Prefix{pfx("172.16.0.0/12")}, AllowAll: true}},

@@ -115,11 +115,10 @@ func (e *Engine) reportChecks(ctx context.Context) {
 		if last != nil && slices.EqualFunc(files, last, func(a, b *mgmtpb.File) bool { return proto.Equal(a, b) }) {
 			continue
 		}
-		meta := proto.Clone(e.meta).(*mgmtpb.PeerSystemMeta)
-		meta.Files = files
-		e.files.set(files) // connection reports carry them too
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		if err := e.mgmt.SyncMeta(cctx, meta); err != nil {
+		// Connection reports carry them too; sent under the lock that
+		// orders all metadata sends (metaFiles).
+		if err := e.files.sendFiles(cctx, e.mgmt.SyncMeta, e.meta, files); err != nil {
 			e.log.Warn("posture check report", "err", err)
 		} else {
 			last = files
