@@ -17,7 +17,8 @@ import (
 // They come from any peer, so they are hostile input: at most
 // peerconns.MaxEntries entries are read, and only keys of peers of the
 // reporter's own account are kept, resolved against the account state the
-// Sync streams already share (no store read per report).
+// Sync streams already share (no store read per report), and a peer's
+// reports are read at most once per peerconns.MinInterval.
 
 // connEntries converts a report at the boundary; nil: the meta has none.
 func connEntries(m *mgmtpb.PeerSystemMeta) []peerconns.Entry {
@@ -52,15 +53,21 @@ func connEntries(m *mgmtpb.PeerSystemMeta) []peerconns.Entry {
 }
 
 // reportConns keeps peer's connection report, resolved against its
-// account's peers. It is dropped when the peer has no open Sync stream
-// here (the tracker says so) or the account state cannot be read.
+// account's peers. The tracker is asked first: a report from a peer with
+// no open Sync stream here, or sent within peerconns.MinInterval of its
+// last one, is dropped before anything is read. Keys resolve only against
+// the account state this instance's streams already loaded (never a store
+// read, never a new snapshot entry: that would keep unowned account state
+// in memory, which only the end of a Sync stream frees).
 func (s *Server) reportConns(ctx context.Context, peer account.Peer, entries []peerconns.Entry) {
-	if s.o.Conns == nil {
+	if s.o.Conns == nil || !s.o.Conns.Admit(peer.AccountID, peer.ID, s.o.Now()) {
 		return
 	}
-	keys, err := s.snaps.peerKeys(ctx, s, peer.AccountID)
-	if err != nil {
-		s.o.Log.WarnContext(ctx, "connection report: read account", "peer", peer.ID, "err", err)
+	keys, ok := s.snaps.peerKeys(peer.AccountID)
+	if !ok {
+		// The stream has not loaded the account yet (it just opened): the
+		// agent's next report will resolve.
+		s.o.Log.DebugContext(ctx, "connection report before the account state loaded: dropped", "peer", peer.ID)
 		return
 	}
 	conns := peerconns.Resolve(peer.ID, entries, func(k key.Public) (account.PeerID, bool) {
@@ -71,31 +78,36 @@ func (s *Server) reportConns(ctx context.Context, peer account.Peer, entries []p
 }
 
 // sameMeta: a SyncMeta that only carries a new connection report need not
-// rewrite the peer's stored metadata (a store transaction per report).
-func sameMeta(stored, got account.Meta) bool { return reflect.DeepEqual(stored, got) }
+// rewrite the peer's stored metadata (a store transaction per report). A
+// meta without a hostname is never stored (peers.Login ignores it), so it
+// changes nothing either.
+func sameMeta(stored, got account.Meta) bool {
+	return got.Hostname == "" || reflect.DeepEqual(stored, got)
+}
 
-// peerKeys returns the account's peers by WireGuard key, built once per
-// loaded account state.
-func (c *snapshots) peerKeys(ctx context.Context, s *Server, acc account.ID) (map[key.Public]account.PeerID, error) {
-	// Zero: the serial is read, so a peer that joined a moment ago counts.
-	ix, remote, err := c.index(ctx, s.o.Store, acc, time.Time{})
-	if err != nil || ix == nil {
-		return nil, err
+// peerKeys returns the account's peers by WireGuard key from the state
+// its streams loaded, built once per state; false: none is loaded.
+func (c *snapshots) peerKeys(acc account.ID) (map[key.Public]account.PeerID, bool) {
+	e := c.lookup(acc)
+	if e == nil {
+		return nil, false
 	}
-	e := c.entry(acc)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.keysOf == ix {
-		return e.keys, nil
+	if !e.loaded || e.ix == nil {
+		return nil, false
 	}
-	keys := make(map[key.Public]account.PeerID, len(remote))
-	for id := range remote {
-		if p, ok := ix.Peer(id); ok {
+	if e.keysOf == e.ix {
+		return e.keys, true
+	}
+	keys := make(map[key.Public]account.PeerID, len(e.remote))
+	for id := range e.remote {
+		if p, ok := e.ix.Peer(id); ok {
 			keys[p.Key] = id
 		}
 	}
-	e.keys, e.keysOf = keys, ix
-	return keys, nil
+	e.keys, e.keysOf = keys, e.ix
+	return keys, true
 }
 
 // keysIndex is snapEntry's cache of peerKeys.

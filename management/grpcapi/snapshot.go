@@ -48,6 +48,15 @@ func (c *snapshots) entry(acc account.ID) *snapEntry {
 	return e
 }
 
+// lookup returns the account's entry if one exists; unlike entry it
+// never creates one, for callers that must not keep state of an account
+// no stream holds (connection reports).
+func (c *snapshots) lookup(acc account.ID) *snapEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byAcc[acc]
+}
+
 // forget drops an account's state (its last stream closed).
 func (c *snapshots) forget(acc account.ID) {
 	c.mu.Lock()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/networkmap"
+	"github.com/wiremesh/wiremesh/management/peerconns"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
@@ -63,6 +64,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	derivedDNS := sr.GetWiremeshCapabilities().GetDerivedPeerDNS()
 
 	sub := s.o.Hub.Subscribe(peer.AccountID, peer.ID)
+	var connSlot peerconns.Stream // set below, before anything can return
 	defer func() {
 		defer func() {
 			if s.o.Hub.Streams(peer.AccountID) == 0 {
@@ -75,12 +77,12 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 			// gone by now, so use a short fresh one.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			s.o.Conns.Close(peer.AccountID, peer.ID)
+			s.o.Conns.Close(peer.AccountID, peer.ID, connSlot)
 			_ = s.o.Peers.SetConnected(cctx, peer.AccountID, peer.ID, false)
 			s.syncEnded(cctx, peer.AccountID, peer.ID)
 		}
 	}()
-	s.o.Conns.Open(peer.AccountID, peer.ID)
+	connSlot = s.o.Conns.Open(peer.AccountID, peer.ID)
 	if err := s.o.Peers.SetConnected(ctx, peer.AccountID, peer.ID, true); err != nil {
 		s.o.Log.WarnContext(ctx, "mark connected", "peer", peer.ID, "err", err)
 	}

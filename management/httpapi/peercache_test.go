@@ -164,7 +164,7 @@ func testPeerViewsCached(t *testing.T, eng storetest.Engine) {
 
 	// A connection report (live state: neither serial nor view revision)
 	// is in the next answer, changed or gone.
-	conns.Open(accID, account.PeerID(ids[0]))
+	slot := conns.Open(accID, account.PeerID(ids[0]))
 	for _, tc := range []struct {
 		report []peerconns.Conn
 		list   string
@@ -192,7 +192,7 @@ func testPeerViewsCached(t *testing.T, eng storetest.Engine) {
 			t.Fatalf("the peer does not show the report %s:\n%s", want, got)
 		}
 	}
-	conns.Close(accID, account.PeerID(ids[0]))
+	conns.Close(accID, account.PeerID(ids[0]), slot)
 	check("connection report gone")
 	if got := a.raw(t, token, "/api/peers"); strings.Contains(got, `"connections"`) {
 		t.Fatalf("the list still shows a report after the stream closed:\n%s", got)

@@ -303,7 +303,10 @@ func (a *API) updatePeer(w http.ResponseWriter, r *http.Request, caller account.
 	if err != nil {
 		return err
 	}
-	return ok(w, v.toPeer(p, time.Now()))
+	// The same peer as GET /api/peers/{id} shows it, connections included.
+	j := v.toPeer(p, time.Now())
+	j.Connections, j.PeerConnections = a.connsOf(caller.AccountID, p.ID, true)
+	return ok(w, j)
 }
 
 func (a *API) deletePeer(w http.ResponseWriter, r *http.Request, caller account.User) error {

@@ -71,42 +71,93 @@ type peerKey struct {
 	id  account.PeerID
 }
 
+// MinInterval is the least time between two reports of a peer that are
+// read: one admitted report costs a resolution against the account's
+// peers, so a peer sending faster is capped (our agents report far less
+// often; a dropped report is replaced by the next one).
+const MinInterval = 500 * time.Millisecond
+
+// Stream names one Sync stream's hold on its peer's report slot (Open),
+// so that only that stream's end releases it.
+type Stream uint64
+
+// slot is an open stream of a peer.
+type slot struct {
+	stream Stream
+	last   time.Time // when its last report was admitted; zero: none yet
+}
+
 // Tracker holds the reports of the peers whose Sync streams are open on
 // this instance. The zero value is not usable: use New.
 type Tracker struct {
 	mu      sync.RWMutex
-	open    map[peerKey]bool
+	next    Stream
+	open    map[peerKey]slot
 	reports map[peerKey]*report
 }
 
 // New returns an empty tracker. A nil *Tracker keeps nothing and
 // reports nothing (a server built without one).
 func New() *Tracker {
-	return &Tracker{open: map[peerKey]bool{}, reports: map[peerKey]*report{}}
+	return &Tracker{open: map[peerKey]slot{}, reports: map[peerKey]*report{}}
 }
 
-// Open records that the peer's current Sync stream is open: from now on
-// its reports are kept. A report from a replaced stream stays until the
-// agent sends a new one.
-func (t *Tracker) Open(acc account.ID, id account.PeerID) {
+// Open records that the peer's Sync stream is open and current: from now
+// on its reports are kept. A report from a replaced stream stays until
+// the agent sends a new one. The answer is for Close.
+func (t *Tracker) Open(acc account.ID, id account.PeerID) Stream {
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next++
+	t.open[peerKey{acc, id}] = slot{stream: t.next}
+	return t.next
+}
+
+// Close forgets the peer's report: its stream s ended (it went offline,
+// or to another instance, which will get its next report). When a newer
+// stream of the peer opened in the meantime, the slot is that stream's
+// and Close leaves it alone: an old stream ending just as its successor
+// starts must not silence the successor's reports.
+func (t *Tracker) Close(acc account.ID, id account.PeerID, s Stream) {
 	if t == nil {
 		return
 	}
+	k := peerKey{acc, id}
 	t.mu.Lock()
-	t.open[peerKey{acc, id}] = true
-	t.mu.Unlock()
-}
-
-// Close forgets the peer's report: its current stream ended (it went
-// offline, or to another instance, which will get its next report).
-func (t *Tracker) Close(acc account.ID, id account.PeerID) {
-	if t == nil {
+	defer t.mu.Unlock()
+	if cur, ok := t.open[k]; !ok || cur.stream != s {
 		return
 	}
+	delete(t.open, k)
+	delete(t.reports, k)
+}
+
+// Admit says whether a report the peer sent at now is worth reading:
+// only with its stream open here, and at most one per MinInterval. It is
+// asked before anything is resolved, so a peer without a stream, or one
+// sending in a loop, costs nothing but this lookup.
+func (t *Tracker) Admit(acc account.ID, id account.PeerID, now time.Time) bool {
+	if t == nil {
+		return false
+	}
+	k := peerKey{acc, id}
 	t.mu.Lock()
-	delete(t.open, peerKey{acc, id})
-	delete(t.reports, peerKey{acc, id})
-	t.mu.Unlock()
+	defer t.mu.Unlock()
+	cur, ok := t.open[k]
+	if !ok {
+		return false
+	}
+	// A clock stepped back (d < 0) admits: better one extra report than
+	// none until the clock catches up.
+	if d := now.Sub(cur.last); !cur.last.IsZero() && d >= 0 && d < MinInterval {
+		return false
+	}
+	cur.last = now
+	t.open[k] = cur
+	return true
 }
 
 // Resolve turns a report's entries into connections to peers of the
@@ -164,7 +215,7 @@ func (t *Tracker) Report(acc account.ID, id account.PeerID, conns []Conn) bool {
 	k := peerKey{acc, id}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.open[k] {
+	if _, ok := t.open[k]; !ok {
 		return false
 	}
 	t.reports[k] = r

@@ -71,7 +71,7 @@ func TestTrackerLifetime(t *testing.T) {
 	if tr.Report(acc, "x", conns) {
 		t.Fatal("a report without an open stream was kept")
 	}
-	tr.Open(acc, "x")
+	s := tr.Open(acc, "x")
 	if !tr.Report(acc, "x", conns) {
 		t.Fatal("a report with the stream open was refused")
 	}
@@ -94,7 +94,7 @@ func TestTrackerLifetime(t *testing.T) {
 	if counts[1] != (Counts{Relayed: 1}) {
 		t.Errorf("after a new report CountsOf = %+v, want one relayed", counts[1])
 	}
-	tr.Close(acc, "x")
+	tr.Close(acc, "x", s)
 	if _, ok := tr.Of(acc, "x"); ok {
 		t.Error("the report outlived the stream")
 	}
@@ -105,5 +105,81 @@ func TestTrackerLifetime(t *testing.T) {
 	nilTracker.Open(acc, "x")
 	if nilTracker.Report(acc, "x", conns) {
 		t.Error("a nil tracker kept a report")
+	}
+}
+
+// TestTrackerStreams: an old stream of a peer ending after a new one
+// opened (a reconnect) leaves the new stream's slot and report alone;
+// only the current stream's end frees them.
+func TestTrackerStreams(t *testing.T) {
+	tr := New()
+	const acc = account.ID("acc")
+	conns := []Conn{{Peer: "a", Type: P2P}}
+	old := tr.Open(acc, "x")
+	cur := tr.Open(acc, "x")
+	if old == cur {
+		t.Fatalf("two streams got the same slot %d", old)
+	}
+	tr.Close(acc, "x", old)
+	if !tr.Report(acc, "x", conns) {
+		t.Fatal("the old stream's end closed the new stream's slot")
+	}
+	tr.Close(acc, "x", old)
+	if _, ok := tr.Of(acc, "x"); !ok {
+		t.Fatal("the old stream's end dropped the new stream's report")
+	}
+	tr.Close(acc, "x", cur)
+	if _, ok := tr.Of(acc, "x"); ok {
+		t.Fatal("the report outlived the current stream")
+	}
+	if tr.Report(acc, "x", conns) {
+		t.Fatal("a report after the current stream closed was kept")
+	}
+}
+
+// TestAdmit: a report is read only with the peer's stream open, and at
+// most once per MinInterval; a new stream starts afresh.
+func TestAdmit(t *testing.T) {
+	tr := New()
+	const acc = account.ID("acc")
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if tr.Admit(acc, "x", t0) {
+		t.Fatal("admitted a report without an open stream")
+	}
+	s := tr.Open(acc, "x")
+	for _, tc := range []struct {
+		name string
+		at   time.Duration
+		want bool
+	}{
+		{"first", 0, true},
+		{"right after", time.Millisecond, false},
+		{"just under the interval", MinInterval - time.Millisecond, false},
+		{"at the interval", MinInterval, true},
+		{"again too soon", MinInterval + 100*time.Millisecond, false},
+		{"clock stepped back", -time.Hour, true},
+		{"then too soon", -time.Hour + time.Millisecond, false},
+	} {
+		if got := tr.Admit(acc, "x", t0.Add(tc.at)); got != tc.want {
+			t.Errorf("%s: Admit = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if tr.Admit(acc, "y", t0.Add(time.Hour)) {
+		t.Error("another peer's open stream admitted a report of a peer without one")
+	}
+	if tr.Admit("other", "x", t0.Add(time.Hour)) {
+		t.Error("a peer of the same ID in another account was admitted")
+	}
+	tr.Close(acc, "x", s)
+	if tr.Admit(acc, "x", t0.Add(time.Hour)) {
+		t.Error("admitted a report after the stream closed")
+	}
+	tr.Open(acc, "x")
+	if !tr.Admit(acc, "x", t0.Add(-time.Hour)) {
+		t.Error("a new stream's first report was held to the old stream's interval")
+	}
+	var nilTracker *Tracker
+	if nilTracker.Admit(acc, "x", t0) {
+		t.Error("a nil tracker admitted a report")
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/internal/testpeer"
+	"github.com/wiremesh/wiremesh/management/peerconns"
 	"github.com/wiremesh/wiremesh/management/storetest"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
@@ -88,18 +89,25 @@ func testConnectionReportsREST(t *testing.T, eng storetest.Engine) {
 	if len(types) != 2 || types[ids["b"]] != "p2p" || types[ids["c"]] != "relayed" {
 		t.Fatalf("peer_connections = %v, want b p2p and c relayed", one["peer_connections"])
 	}
+	// PUT /api/peers/{id} answers with the peer as GET shows it.
+	put := obj(o.call("PUT", "/api/peers/"+ids["a"], map[string]any{"name": "a", "ssh_enabled": false, "login_expiration_enabled": false}, 200))
+	if !equalJSON(put["connections"], want) || len(list(put["peer_connections"])) != 2 {
+		t.Fatalf("PUT /api/peers/{id} connections = %v %v, want %v and two peers", put["connections"], put["peer_connections"], want)
+	}
 	// Peers that report nothing show nothing (official clients).
 	if b := obj(o.call("GET", "/api/peers/"+ids["b"], nil, 200)); b["connections"] != nil || b["peer_connections"] != nil {
 		t.Fatalf("peer b reported nothing but shows %v %v", b["connections"], b["peer_connections"])
 	}
 
 	// Too many entries: only the first 4,096 are read (all foreign here),
-	// so the real one after them does not count.
+	// so the real one after them does not count. (Reports closer than
+	// peerconns.MinInterval are dropped: wait it out.)
 	many := make([]*mgmtpb.WiremeshConnection, 0, 4097)
 	for range 4096 {
 		many = append(many, foreign())
 	}
 	many = append(many, conn(b, mgmtpb.WiremeshConnection_CONNECTING))
+	time.Sleep(peerconns.MinInterval)
 	if err := a.ReportConns(ctx, many...); err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +116,7 @@ func testConnectionReportsREST(t *testing.T, eng storetest.Engine) {
 	}
 
 	// The stream ends (the peer is offline): its report goes with it.
+	time.Sleep(peerconns.MinInterval)
 	if err := a.ReportConns(ctx, conn(b, mgmtpb.WiremeshConnection_P2P)); err != nil {
 		t.Fatal(err)
 	}
