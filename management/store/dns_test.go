@@ -25,34 +25,7 @@ func TestDNSStore(t *testing.T) {
 		acc := mkAccount(t, st, "acc-dns", "100.64.0.0/16")
 		other := mkAccount(t, st, "acc-dns-other", "100.65.0.0/16")
 
-		viewRev := func() uint64 {
-			t.Helper()
-			var rev uint64
-			if err := st.Read(ctx, func(tx *store.Tx) error {
-				var err error
-				_, rev, err = tx.In(acc.ID).ViewRevision(ctx)
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			return rev
-		}
-		write := func(name string, fn func(at *store.AccountTx) error) {
-			t.Helper()
-			r0 := viewRev()
-			if err := st.Tx(ctx, func(tx *store.Tx) error { return fn(tx.In(acc.ID)) }); err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			if r1 := viewRev(); r1 <= r0 {
-				t.Errorf("%s: view revision %d -> %d, want a bump", name, r0, r1)
-			}
-		}
-		read := func(fn func(at *store.AccountTx) error) {
-			t.Helper()
-			if err := st.Read(ctx, func(tx *store.Tx) error { return fn(tx.In(acc.ID)) }); err != nil {
-				t.Fatal(err)
-			}
-		}
+		write, read := accountRW(t, st, acc.ID)
 
 		// Settings never saved read as the zero value with an empty list.
 		read(func(at *store.AccountTx) error {

@@ -27,34 +27,7 @@ func TestRoutingStore(t *testing.T) {
 		p1 := mkPeer(t, acc, 1)
 		insertPeer(t, st, p1)
 
-		viewRev := func() uint64 {
-			t.Helper()
-			var rev uint64
-			if err := st.Read(ctx, func(tx *store.Tx) error {
-				var err error
-				_, rev, err = tx.In(acc.ID).ViewRevision(ctx)
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			return rev
-		}
-		write := func(name string, fn func(at *store.AccountTx) error) {
-			t.Helper()
-			r0 := viewRev()
-			if err := st.Tx(ctx, func(tx *store.Tx) error { return fn(tx.In(acc.ID)) }); err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			if r1 := viewRev(); r1 <= r0 {
-				t.Errorf("%s: view revision %d -> %d, want a bump", name, r0, r1)
-			}
-		}
-		read := func(fn func(at *store.AccountTx) error) {
-			t.Helper()
-			if err := st.Read(ctx, func(tx *store.Tx) error { return fn(tx.In(acc.ID)) }); err != nil {
-				t.Fatal(err)
-			}
-		}
+		write, read := accountRW(t, st, acc.ID)
 
 		r1 := account.Route{ID: "r1", AccountID: acc.ID, NetID: "office", Description: "lan", Enabled: true, Peer: p1.ID,
 			Network: netip.MustParsePrefix("10.10.0.0/16"), Metric: 100, Masquerade: true, KeepRoute: true,

@@ -564,3 +564,38 @@ func testAccess(t *testing.T, st *store.Store) {
 		t.Fatalf("b deleted a's policy: %v", err)
 	}
 }
+
+// accountRW returns a writer that runs fn in a transaction on account acc
+// and checks that it bumped the account's view revision, and a reader
+// that runs fn in a read transaction on it.
+func accountRW(t *testing.T, st *store.Store, acc account.ID) (write func(name string, fn func(at *store.AccountTx) error), read func(fn func(at *store.AccountTx) error)) {
+	viewRev := func() uint64 {
+		t.Helper()
+		var rev uint64
+		if err := st.Read(ctx, func(tx *store.Tx) error {
+			var err error
+			_, rev, err = tx.In(acc).ViewRevision(ctx)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	write = func(name string, fn func(at *store.AccountTx) error) {
+		t.Helper()
+		r0 := viewRev()
+		if err := st.Tx(ctx, func(tx *store.Tx) error { return fn(tx.In(acc)) }); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if r1 := viewRev(); r1 <= r0 {
+			t.Errorf("%s: view revision %d -> %d, want a bump", name, r0, r1)
+		}
+	}
+	read = func(fn func(at *store.AccountTx) error) {
+		t.Helper()
+		if err := st.Read(ctx, func(tx *store.Tx) error { return fn(tx.In(acc)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return write, read
+}
