@@ -91,7 +91,7 @@ func (d *dnsService) apply(cfg *mgmtpb.DNSConfig, fqdn string) {
 		d.release()
 		return
 	}
-	d.pointHost(cfg) // hostdns.go
+	d.pointHost(rc) // hostdns.go
 }
 
 // release gives the host its resolv.conf back.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/wiremesh/wiremesh/client/hostdns"
 	"github.com/wiremesh/wiremesh/client/resolver"
-	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
 // hostDNSTimeout bounds one change of the host's resolver (D-Bus calls,
@@ -146,15 +145,15 @@ func (h *hostDNS) mode() string {
 }
 
 // pointHost points the host at the resolver for what it serves now
-// (dns.go calls it while management enables DNS).
-func (d *dnsService) pointHost(cfg *mgmtpb.DNSConfig) {
+// (dns.go calls it while management enables DNS, with the config it gave
+// the resolver).
+func (d *dnsService) pointHost(rc resolver.Config) {
 	if d.hdns == nil {
 		return
 	}
-	// The hosts file gets only what the resolver itself would serve: the
-	// raw map's names may hold newlines, lie outside their zone or be
-	// wildcards (FromProto's problems were logged by apply already).
-	rc, _ := resolver.FromProto(cfg)
+	// The hosts file gets only what the resolver itself serves: the raw
+	// map's names may hold newlines, lie outside their zone or be
+	// wildcards, and FromProto dropped those.
 	ups, err := d.hdns.point(d.res.Config(), resolver.HostAddresses(rc.Zones))
 	if err != nil {
 		d.log.Error("cannot point the host's resolver at the agent; peer names resolve only at "+d.ip.String(), "err", err)
