@@ -6,12 +6,15 @@ package proctest
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -43,7 +46,8 @@ func DashboardBuilt() bool {
 func Binary(t testing.TB, name string) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "wiremesh-bin-")
+		removeStaleBuilds()
+		buildDir, buildErr = os.MkdirTemp("", fmt.Sprintf("%s%d-", buildPrefix, os.Getpid()))
 		if buildErr != nil {
 			return
 		}
@@ -66,6 +70,29 @@ func Binary(t testing.TB, name string) string {
 		t.Fatalf("binary %s not built: %v", name, err)
 	}
 	return p
+}
+
+// buildPrefix starts the name of each test binary's build directory,
+// followed by the PID of the test process that owns it.
+const buildPrefix = "wiremesh-bin-pid"
+
+// removeStaleBuilds deletes the build directories of test processes that
+// are gone. A test binary cannot remove its own at exit (no hook runs after
+// the last test without a TestMain in every package), and each holds every
+// binary of the project (~200 MB): left alone, a day of test runs fills
+// the disk.
+func removeStaleBuilds() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), buildPrefix+"*"))
+	for _, d := range dirs {
+		rest := strings.TrimPrefix(filepath.Base(d), buildPrefix)
+		pid, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, '-'), 0)])
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.RemoveAll(d)
+		}
+	}
 }
 
 // Proc is a running process.
