@@ -117,9 +117,14 @@ type Engine struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	addr    netip.Prefix
-	fqdn    string
+	mu   sync.Mutex
+	addr netip.Prefix
+	fqdn string
+	// fwdPort is the routing peers' DNS forwarder port (domainroutes.go).
+	fwdPort uint16
+	// evalReq asks the route loop to apply learned domain addresses now;
+	// it closes the channel it got when done (domainroutes.go).
+	evalReq chan chan struct{}
 	pending bool // management keeps this peer pending approval
 	serial  uint64
 	urls    []*stun.URI
@@ -267,8 +272,9 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.reportConns(rctx) }()
 	go func() { defer e.wg.Done(); e.runJobs(rctx) }()
-	e.wg.Add(1)
+	e.wg.Add(2)
 	go func() { defer e.wg.Done(); e.runRoutes(rctx) }()
+	go func() { defer e.wg.Done(); e.runReask(rctx) }()
 	go func() {
 		defer e.wg.Done()
 		err := mc.Sync(rctx, meta, e.onSync)
@@ -548,7 +554,7 @@ func (e *Engine) Status() Status {
 	}
 	st.DNSMode = e.dns.hostMode() // hostdns.go
 	if e.srv != nil {
-		st.Served = append([]netip.Prefix(nil), e.srv.cur.Routing.Networks...)
+		st.Served = e.srv.served()
 	}
 	for k, r := range e.peers {
 		ps := PeerStatus{Key: k, FQDN: r.cfg.GetFqdn(), Conn: r.conn.Status()}
@@ -595,6 +601,7 @@ func (e *Engine) applyFirewall(nm *mgmtpb.NetworkMap) {
 		}
 		rules = append(rules, r)
 	}
+	rules = append(rules, dnsForwarderRules(e.o.Private.Public().String(), nm, e.srv)...)
 	e.filter.SetRules(rules, allowAll)
 }
 

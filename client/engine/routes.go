@@ -182,6 +182,7 @@ func clientRoute(r *mgmtpb.Route) (routes.Route, bool) {
 func (e *Engine) applyRoutes(nm *mgmtpb.NetworkMap) {
 	e.routes.SetOverlay(e.addr) // no route may take a part of the mesh
 	e.routes.Update(clientRoutes(nm, e.o.Private.Public()))
+	e.applyDomainRouting(nm)
 	e.evaluateRoutesLocked()
 	if e.routes.HasDomains() {
 		select {
@@ -311,6 +312,10 @@ func (e *Engine) runRoutes(ctx context.Context) {
 	resolve := time.NewTicker(domainInterval)
 	defer resolve.Stop()
 	e.refreshKeep(ctx)
+	var learned chan chan struct{} // nil (never ready) without server routes
+	if e.srv != nil {
+		learned = e.srv.learned
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -329,6 +334,12 @@ func (e *Engine) runRoutes(ctx context.Context) {
 			e.resolveDomains(ctx)
 		case <-e.resolveNow:
 			e.resolveDomains(ctx)
+		case done := <-e.evalReq:
+			e.evaluateRoutes()
+			close(done)
+		case done := <-learned:
+			e.srv.relearn()
+			close(done)
 		}
 	}
 }
@@ -437,6 +448,7 @@ func (e *Engine) startRoutes(iface string) {
 	})
 	e.resolveNow = make(chan struct{}, 1)
 	e.reroute = make(chan struct{}, 1)
+	e.evalReq = make(chan chan struct{})
 	e.probeReq = make(chan key.Public, 16)
 	e.liveness = routes.NewLiveness(routes.LivenessConfig{})
 	e.gone = map[key.Public]bool{}

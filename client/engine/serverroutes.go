@@ -7,8 +7,10 @@ import (
 	"net/netip"
 	"reflect"
 	"sort"
+	"sync"
 
 	"github.com/wiremesh/wiremesh/client/acl"
+	"github.com/wiremesh/wiremesh/client/dnsfwd"
 	"github.com/wiremesh/wiremesh/client/forward"
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
@@ -30,18 +32,24 @@ type serving struct {
 
 // servingFromMap picks the map's server routes (those whose routing peer
 // is self) and converts them and the route firewall rules to typed
-// values. A domain route forwards to the whole address family of the
-// overlay (overlay6: the overlay carries IPv6; never today): the clients
-// resolve the names and route what they get (as NetBird's routing peers
-// do without their DNS forwarder), the rules still limit sources,
-// protocols and ports. IPv6 routes are not served over an IPv4 overlay:
+// values. A domain route is forwarded (and masqueraded) to the whole
+// address family of the overlay (overlay6: the overlay carries IPv6; never
+// today). Which destinations the filter lets through depends on learned:
+// nil (the clients resolve the names, as NetBird's routing peers do
+// without their DNS forwarder) lets through anything, the rules still
+// limiting sources, protocols and ports; otherwise (this peer's DNS
+// forwarder resolves them) only the addresses learned(dnsfwd.Key(domains))
+// returns for the route. IPv6 routes are not served over an IPv4 overlay:
 // turning on IPv6 forwarding for them would only cost the host its
 // router advertisements. Problems come back as warnings, one per item.
-func servingFromMap(self key.Public, routes []*mgmtpb.Route, rules []*mgmtpb.RouteFirewallRule, rulesEmpty, overlay6 bool) (serving, []string) {
+func servingFromMap(self key.Public, routes []*mgmtpb.Route, rules []*mgmtpb.RouteFirewallRule, rulesEmpty, overlay6 bool,
+	learned func(key string) []netip.Prefix) (serving, []string) {
 	var s serving
 	var warn []string
 	masq := map[netip.Prefix]bool{}
 	var domainRoutes []string
+	var filterNets []netip.Prefix // what the filter routes, when it differs (learned)
+	seenNet := map[netip.Prefix]bool{}
 	for _, r := range routes {
 		if r.GetPeer() != self.String() {
 			continue
@@ -53,6 +61,18 @@ func servingFromMap(self key.Public, routes []*mgmtpb.Route, rules []*mgmtpb.Rou
 		}
 		if isDomainRoute(r) {
 			domainRoutes = append(domainRoutes, fmt.Sprintf("%s (%s)", r.GetID(), r.GetNetID()))
+		}
+		if learned != nil {
+			fn := nets
+			if isDomainRoute(r) {
+				fn = learned(dnsfwd.Key(r.GetDomains()))
+			}
+			for _, n := range fn {
+				if !seenNet[n] {
+					seenNet[n] = true
+					filterNets = append(filterNets, n)
+				}
+			}
 		}
 		for _, n := range nets {
 			// Routes of one network (HA, several IDs) merge: masquerade
@@ -66,6 +86,10 @@ func servingFromMap(self key.Public, routes []*mgmtpb.Route, rules []*mgmtpb.Rou
 	sort.Slice(s.Routing.Networks, func(i, j int) bool { return s.Routing.Networks[i].String() < s.Routing.Networks[j].String() })
 	for _, n := range s.Routing.Networks {
 		s.Routes = append(s.Routes, forward.Route{Network: n, Masquerade: masq[n]})
+	}
+	if learned != nil {
+		sort.Slice(filterNets, func(i, j int) bool { return filterNets[i].String() < filterNets[j].String() })
+		s.Routing.Networks = filterNets
 	}
 	if len(s.Routes) == 0 {
 		return s, warn
@@ -82,6 +106,9 @@ func servingFromMap(self key.Public, routes []*mgmtpb.Route, rules []*mgmtpb.Rou
 	}
 	for _, fr := range rules {
 		r, err := routeRule(fr, overlay6)
+		if err == nil && learned != nil && len(fr.GetDomains()) > 0 {
+			r.Dests = learned(dnsfwd.Key(fr.GetDomains())) // nothing learned: matches nothing
+		}
 		if err != nil {
 			warn = append(warn, fmt.Sprintf("route firewall rule for %s: %v", fr.GetRouteID(), err))
 			continue
@@ -188,20 +215,35 @@ type serverRoutes struct {
 	// host's own networks, which lan lists (--block-lan-access).
 	disabled, blockLAN bool
 	lan                func() ([]netip.Prefix, error)
+	// dnsPorts are where the DNS forwarder of the domain routes served
+	// listens on the overlay address (dnsfwd.go); none: it never runs.
+	dnsPorts []uint16
+	// learned carries the DNS forwarder's changes to the engine's route
+	// loop, which calls relearn and closes the channel it got.
+	learned chan chan struct{}
+	// dnsLookup resolves for the DNS forwarder (nil: the host's resolver).
+	dnsLookup dnsfwd.LookupFunc
 
-	// guarded by the engine's mu (apply runs inside onSync)
+	// mu guards the rest: apply runs inside onSync (under the engine's
+	// mu), relearn on a DNS forwarder's goroutine.
+	mu      sync.Mutex
 	overlay netip.Prefix
 	cur     serving
 	warned  bool
 	// warnings logged for the last map: a problem is logged when it
 	// appears, not on every map that still carries it.
 	problems map[string]bool
+	// The last map's inputs, for relearn; dns is the running forwarder.
+	self key.Public
+	nm   *mgmtpb.NetworkMap
+	dns  *domainDNS
 }
 
 // newServerRoutes restores what a crashed run left (forwarding sysctls,
 // its NAT table) before anything else.
 func newServerRoutes(o Options, iface string, fw ruleSetter) *serverRoutes {
-	s := &serverRoutes{log: o.Log, fw: fw, disabled: o.DisableServerRoutes, blockLAN: o.BlockLANAccess, lan: hostNetworks}
+	s := &serverRoutes{log: o.Log, fw: fw, disabled: o.DisableServerRoutes, blockLAN: o.BlockLANAccess, lan: hostNetworks,
+		dnsPorts: []uint16{dnsForwarderPort, dnsForwarderLegacyPort}, learned: make(chan chan struct{})}
 	if s.disabled {
 		// Nothing of the host's forwarding is touched at all.
 		o.Log.Info("server routes disabled (--disable-server-routes): this peer routes for no one")
@@ -219,11 +261,36 @@ func newServerRoutes(o Options, iface string, fw ruleSetter) *serverRoutes {
 // apply makes this peer serve the map's server routes, from the
 // interface address addr.
 func (s *serverRoutes) apply(self key.Public, addr netip.Prefix, nm *mgmtpb.NetworkMap) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if addr != s.overlay {
 		s.fw.SetOverlay(addr.Addr(), addr.Masked())
 		s.overlay = addr
 	}
-	want, warns := servingFromMap(self, nm.GetRoutes(), nm.GetRoutesFirewallRules(), nm.GetRoutesFirewallRulesIsEmpty(), addr.Addr().Is6())
+	s.self, s.nm = self, nm
+	s.updateDNS(addr, nm)
+	s.applyLocked(false)
+}
+
+// relearn applies the addresses the DNS forwarder learned or forgot.
+func (s *serverRoutes) relearn() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.nm != nil {
+		s.applyLocked(true)
+	}
+}
+
+// applyLocked applies the last map; relearn: only the DNS forwarder's
+// addresses changed, which never touches forwarding. s.mu held.
+func (s *serverRoutes) applyLocked(relearn bool) {
+	self, addr, nm := s.self, s.overlay, s.nm
+	var learned func(string) []netip.Prefix
+	if s.dns != nil {
+		l := s.dns.fwd.Learned()
+		learned = func(k string) []netip.Prefix { return l[k] }
+	}
+	want, warns := servingFromMap(self, nm.GetRoutes(), nm.GetRoutesFirewallRules(), nm.GetRoutesFirewallRulesIsEmpty(), addr.Addr().Is6(), learned)
 	problems := make(map[string]bool, len(warns))
 	for _, w := range warns {
 		if !s.problems[w] {
@@ -259,7 +326,7 @@ func (s *serverRoutes) apply(self key.Public, addr netip.Prefix, nm *mgmtpb.Netw
 		}
 		want = serving{}
 	}
-	if s.fwd != nil {
+	if s.fwd != nil && !(relearn && reflect.DeepEqual(want.Routes, s.cur.Routes)) {
 		if err := s.fwd.Apply(addr.Masked(), want.Routes); err != nil {
 			// The filter stays closed to routed traffic rather than
 			// forward without the masquerade asked for; the next map
@@ -272,19 +339,33 @@ func (s *serverRoutes) apply(self key.Public, addr netip.Prefix, nm *mgmtpb.Netw
 	}
 	s.fw.SetRouting(want.Routing)
 	s.cur = want
-	if len(want.Routes) > 0 {
+	switch {
+	case relearn:
+		// Every new name a client asks about: not worth an info line.
+		s.log.Debug("domain route addresses", "routed", len(want.Routing.Networks))
+	case len(want.Routes) > 0:
 		s.log.Info("serving routes", "routes", fmt.Sprint(want.Routes), "rules", len(want.Routing.Rules), "legacy_allow_all", want.Routing.AllowAll)
-	} else {
+	default:
 		s.log.Info("no server routes")
 	}
 }
 
 // close stops forwarding and restores what the host had.
 func (s *serverRoutes) close() {
+	s.mu.Lock()
+	s.stopDNS()
+	s.mu.Unlock()
 	if s.fwd == nil {
 		return
 	}
 	if err := s.fwd.Close(); err != nil {
 		s.log.Warn("restore the host's forwarding settings", "err", err)
 	}
+}
+
+// served is the networks the filter routes now (for status).
+func (s *serverRoutes) served() []netip.Prefix {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]netip.Prefix(nil), s.cur.Routing.Networks...)
 }

@@ -94,7 +94,7 @@ func TestServingFromMap(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, warns := servingFromMap(self, tc.routes, tc.rules, tc.empty, tc.overlay6)
+			got, warns := servingFromMap(self, tc.routes, tc.rules, tc.empty, tc.overlay6, nil)
 			if d := cmp.Diff(tc.want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); d != "" {
 				t.Errorf("serving (-want +got):\n%s", d)
 			}

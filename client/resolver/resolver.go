@@ -78,6 +78,9 @@ type Resolver struct {
 	hc         HostConfig
 	// pinned names always go to the host's original servers (see Pin).
 	pinned map[string]bool
+	// domainRoutes and routedNames: see SetDomainRoutes.
+	domainRoutes DomainRoutes
+	routedNames  []string
 
 	addr     netip.AddrPort
 	udp, tcp *dns.Server
@@ -265,7 +268,7 @@ func (r *Resolver) trackLocked() {
 // changed recomputes the HostConfig and reports a change.
 func (r *Resolver) changed() {
 	r.mu.Lock()
-	hc := hostConfig(r.addr, r.cfg)
+	hc := withRouted(hostConfig(r.addr, r.cfg), r.routedNames)
 	same := hc.Equal(r.hc)
 	r.hc = hc
 	r.mu.Unlock()
@@ -403,6 +406,9 @@ func (r *Resolver) fromZones(ctx context.Context, q *dns.Msg, za zoneAnswer, tcp
 
 // resolve answers q from the cache or the servers its name routes to.
 func (r *Resolver) resolve(ctx context.Context, q *dns.Msg, tcp bool) *dns.Msg {
+	if m, ok := r.fromRoutingPeer(ctx, q, tcp); ok {
+		return m
+	}
 	if m, ok := r.cache.get(q); ok {
 		return m
 	}

@@ -76,6 +76,9 @@ type Manager struct {
 	overlay   []netip.Prefix
 	// dropped: the routes Update left out, so each is logged once.
 	dropped map[string]bool
+	// peerResolved: see SetPeerResolved; reask: see Reask.
+	peerResolved bool
+	reask        map[string]bool
 }
 
 // NewManager returns a manager with no routes.
@@ -233,6 +236,7 @@ func (m *Manager) Evaluate(ctx context.Context, conn ConnFunc, keep []netip.Addr
 	for id, r := range m.chosen {
 		if p, ok := prev[id]; ok && p.Peer != r.Peer {
 			m.cfg.Log.Info("routing peer changed", "network", r.NetID, "from", p.Peer.String(), "to", r.Peer.String())
+			m.noteReask(id)
 		}
 	}
 	plan := Plan{}
@@ -320,6 +324,9 @@ func (m *Manager) Resolve(ctx context.Context) (bool, error) {
 		}
 	}
 	lookup := m.cfg.Lookup
+	if m.peerResolved {
+		lookup = nil // the routing peers resolve them (Learn)
+	}
 	m.mu.Unlock()
 	if lookup == nil {
 		return false, nil

@@ -148,7 +148,9 @@ type Settings struct {
 // DefaultSettings are a new account's settings: SSO peers log in again
 // after 24 hours, as the reference.
 func DefaultSettings() Settings {
-	return Settings{PeerLoginExpirationEnabled: true, PeerLoginExpiration: 86400, GroupsPropagationEnabled: true}
+	return Settings{PeerLoginExpirationEnabled: true, PeerLoginExpiration: 86400, GroupsPropagationEnabled: true,
+		// As NetBird: routing peers resolve the names of the domain resources they serve.
+		RoutingPeerDNSResolutionEnabled: true}
 }
 
 // MaxLoginExpiration bounds PeerLoginExpiration (in seconds: a year), so

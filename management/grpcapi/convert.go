@@ -89,6 +89,7 @@ func legacyClient(version string) bool {
 	n := make([]int, 3)
 	for i, p := range parts {
 		p, _, _ = strings.Cut(p, "-")
+		p, _, _ = strings.Cut(p, "+") // ours: 0.77.1+wiremesh.0.2.0
 		v, err := strconv.Atoi(p)
 		if err != nil {
 			return false
@@ -221,10 +222,13 @@ func networkMapProto(m networkmap.Map, cache remoteCache, to respFor) (*mgmtpb.N
 // groups come along; a peer whose DNS is unmanaged gets ServiceEnable off
 // and nothing else, as from the reference server.
 func dnsConfig(m networkmap.Map, cache remoteCache, b *bulk, derived bool) *mgmtpb.DNSConfig {
+	// The forwarder port goes to every peer, managed DNS or not, as
+	// NetBird's server sends it: clients need it to reach routing peers.
+	fwd := int64(m.ForwarderPort)
 	if !m.DNS.Managed {
-		return &mgmtpb.DNSConfig{}
+		return &mgmtpb.DNSConfig{ForwarderPort: fwd}
 	}
-	dc := &mgmtpb.DNSConfig{ServiceEnable: true}
+	dc := &mgmtpb.DNSConfig{ServiceEnable: true, ForwarderPort: fwd}
 	if m.Domain != "" {
 		dc.CustomZones = []*mgmtpb.CustomZone{peerZone(m, cache, b, derived)}
 	}

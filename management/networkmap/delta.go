@@ -28,7 +28,7 @@ type Change struct {
 // must be computed whole.
 func PeerLocal(old, ix *Index) (changes []Change, ok bool) {
 	if old.acc.ID != ix.acc.ID || old.acc.Domain != ix.acc.Domain || old.acc.Network != ix.acc.Network ||
-		FlagsOf(old.acc.Settings) != FlagsOf(ix.acc.Settings) ||
+		FlagsOf(old.acc.Settings) != FlagsOf(ix.acc.Settings) || old.fwdPort != ix.fwdPort ||
 		old.allowAll != ix.allowAll || !reflect.DeepEqual(old.checks, ix.checks) || len(old.rules) != len(ix.rules) ||
 		!maps.Equal(old.temp, ix.temp) || !maps.Equal(old.expand, ix.expand) {
 		return nil, false

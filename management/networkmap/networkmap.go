@@ -63,6 +63,9 @@ type Map struct {
 	// DNS is what the peer's resolver gets besides the peer zone (see
 	// dns.go).
 	DNS DNS
+	// ForwarderPort is where routing peers answer the names of the domain
+	// resources they route (forwarder.go); every map carries it.
+	ForwarderPort uint16
 }
 
 // Flags are the account settings passed to clients in their peer config.
@@ -183,6 +186,7 @@ type Index struct {
 	allowAllPolicy account.PolicyID
 	rt             routing
 	dns            dnsIndex
+	fwdPort        uint16 // see forwarderPort
 }
 
 // NewIndex prepares an account state.
@@ -283,6 +287,7 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 	}
 	ix.buildRouting(access, members, srcRules)
 	ix.buildDNS(access, members)
+	ix.fwdPort = forwarderPort(peers)
 	return ix
 }
 
@@ -361,7 +366,7 @@ func (ix *Index) Signature(self account.PeerID) (Sig, bool) {
 	if !ok {
 		return Sig{}, false
 	}
-	h := newSig(ix.acc.Domain, ix.acc.Network.String(), FlagsOf(ix.acc.Settings).String()).add(me.mix(3))
+	h := newSig(ix.acc.Domain, ix.acc.Network.String(), FlagsOf(ix.acc.Settings).String(), fmt.Sprint(ix.fwdPort)).add(me.mix(3))
 	if len(ix.checks) > 0 {
 		h = h.add(newSig(posture.Files(ix.checks, ix.byID[self].Meta.GoOS)...).mix(6))
 	}
@@ -445,7 +450,7 @@ func (ix *Index) compute(self account.PeerID, rules bool) (Map, bool) {
 		return Map{}, false
 	}
 	m := Map{Serial: ix.acc.Serial, Domain: ix.acc.Domain, Network: ix.acc.Network, Self: me, AllowAll: ix.compact(self),
-		CheckFiles: posture.Files(ix.checks, me.Meta.GoOS), Flags: FlagsOf(ix.acc.Settings)}
+		CheckFiles: posture.Files(ix.checks, me.Meta.GoOS), Flags: FlagsOf(ix.acc.Settings), ForwarderPort: ix.fwdPort}
 	if rules {
 		m.DNS = ix.dnsOf(self)
 	}
