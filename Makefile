@@ -1,10 +1,15 @@
 # Build outputs go to bin/ (never committed).
 GO ?= go
-LDFLAGS ?= -s -w
+# VERSION is this project's version, from the nearest v* tag: "0.2.0" on
+# the tag, "0.2.0+3.gabc1234.dirty" past it (build metadata, so a build
+# past a release compares equal to it, not below it as a pre-release
+# would); outside a git checkout the version in internal/version stays.
+VERSION ?= $(shell git describe --tags --always --dirty --match 'v[0-9]*' 2>/dev/null | sed -E 's/^v//; s/-([0-9]+)-g([0-9a-f]+)(-dirty)?$$/+\1.g\2\3/; s/-dirty$$/.dirty/; s/^([^+]*)\.dirty$$/\1+dirty/')
+LDFLAGS ?= -s -w $(if $(VERSION),-X github.com/wiremesh/wiremesh/internal/version.Version=$(VERSION))
 
 NPM ?= npm
 
-.PHONY: build build-go dashboard test proto clean
+.PHONY: build build-go dashboard test proto clean agents
 
 # The servers embed the dashboard (dashboard/dist, built with Node.js and
 # npm): `make build-go` builds them without it (they then serve a page
@@ -22,6 +27,18 @@ build-go:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird-relay ./relay/cmd/netbird-relay
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird ./client/cmd/netbird
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/netbird-loadgen ./cmd/netbird-loadgen
+
+# The agent for every platform GET /install.sh serves, into bin/agents/
+# (copy it to the server's --agent-dir, default /usr/share/wiremesh/agents).
+AGENT_PLATFORMS ?= linux/amd64 linux/arm64 linux/arm darwin/amd64 darwin/arm64 windows/amd64
+agents:
+	@mkdir -p bin/agents
+	@set -e; for p in $(AGENT_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
+	  echo "agent $$os/$$arch"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch GOARM=6 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/agents/netbird-$$os-$$arch$$ext ./client/cmd/netbird; \
+	done
+	cd bin/agents && sha256sum netbird-* > SHA256SUMS
 
 test:
 	bash scripts/test.sh

@@ -33,10 +33,11 @@ for n in $PEERS; do
     url=http://127.0.0.1:$port
   fi
   ulimit -n 65536 2>/dev/null || true
+  # shellcheck disable=SC2086 # LOADGEN_ARGS holds several words
   r=$(bin/netbird-loadgen -m "$url" -k "$key" --peers "$n" --server-pid "$pid" --json --row --timeout 20m ${LOADGEN_ARGS:-})
-  [ $first = 1 ] || echo "," >> "$out"
+  [ "$first" = 1 ] || echo "," >> "$out"
   first=0
   echo "$r" >> "$out"
-  if [ -z "${LOADGEN_URL:-}" ]; then kill $pid; wait $pid 2>/dev/null || true; rm -rf "$dir"; trap - EXIT; fi
+  if [ -z "${LOADGEN_URL:-}" ]; then kill "$pid"; wait "$pid" 2>/dev/null || true; rm -rf "$dir"; trap - EXIT; fi
 done
 echo "]" >> "$out"

@@ -23,15 +23,32 @@ command -v runuser >/dev/null || need+=(util-linux)
 command -v dbus-daemon >/dev/null || need+=(dbus)
 # internal/e2e DNS tests query the agents' resolvers with dig
 command -v dig >/dev/null || need+=(bind9-dnsutils)
+# every shell script is checked (internal/agentinstall, infrastructure_files tests)
+command -v shellcheck >/dev/null || need+=(shellcheck)
+# docs/operations.md's nginx and Caddy configurations run in front of a server
+# (management/server TestNginxSnippet, TestCaddySnippet)
+# (their packages' own services, started where systemd runs, would hold port 80: stopped below)
+services=()
+[ -x /usr/sbin/nginx ] || { need+=(nginx-light); services+=(nginx); }
+command -v caddy >/dev/null || { need+=(caddy); services+=(caddy); }
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then echo "need root to install: ${need[*]}" >&2; exit 1; fi
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  if [ ${#services[@]} -gt 0 ] && [ -d /run/systemd/system ]; then
+    systemctl disable --now "${services[@]}" >/dev/null 2>&1 || true
+  fi
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ ! -x "$root/.cache/resolved/root/lib/systemd/systemd-resolved" ]; then
   mkdir -p "$root/.cache/resolved"
   (cd "$root/.cache/resolved" && apt-get download systemd-resolved >/dev/null 2>&1 && dpkg -x systemd-resolved_*.deb root) ||
     echo "systemd-resolved not extracted: client/hostdns TestResolvedReal will skip" >&2
+fi
+# ACME tests (internal/testacme: cmd/netbird-server TestACME, internal/acmecert) run a
+# real ACME CA, letsencrypt/pebble, with pebble-challtestsrv as its DNS server.
+if [ ! -x "$root/.cache/bin/pebble" ] || [ ! -x "$root/.cache/bin/pebble-challtestsrv" ]; then
+  GOBIN="$root/.cache/bin" go install github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3 \
+    github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@v2.10.3
 fi

@@ -11,11 +11,12 @@ export WIREMESH_REQUIRE_IPERF3=1
 echo "== generated protobuf code"
 bash proto/gen.sh --check
 echo "== gofmt"
-unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$') 2>/dev/null || true)
+unformatted=$(git ls-files -z '*.go' | grep -zv '\.pb\.go$' | xargs -0 gofmt -l 2>/dev/null || true)
 [ -z "$unformatted" ] || { echo "not gofmt-formatted:"; echo "$unformatted"; exit 1; }
 echo "== dashboard (Node.js and npm are the machine's own)"
 # Node.js 20.19 or later; the build goes into the servers (-tags dashboard,
 # see internal/proctest) and TestDashboard drives it in Chromium.
+# shellcheck disable=SC2016 # JavaScript, not shell
 node -e 'const [a,b]=process.versions.node.split(".").map(Number); if (a<20||(a===20&&b<19)) { console.error(`Node.js ${process.versions.node}: the dashboard needs 20.19 or later`); process.exit(1) }'
 (cd dashboard && npm ci --no-audit --no-fund && npm run gen:check && npm run typecheck && npm test && npm run build)
 export WIREMESH_REQUIRE_DASHBOARD=1
@@ -38,6 +39,7 @@ echo "== go test -race"
 go test -race -timeout 20m -count=1 ./...
 go test -race -count=1 -tags dashboard ./dashboard/   # the embedded build itself
 echo "== fuzz (short runs of every fuzz target)"
+# shellcheck disable=SC2013 # paths and Fuzz names hold no spaces
 for target in $(grep -rl --exclude-dir=.cache --exclude-dir=node_modules --include='*_test.go' '^func Fuzz' . | sort); do
   pkg=./$(dirname "$target")
   for f in $(grep -o '^func Fuzz[A-Za-z0-9_]*' "$target" | sed 's/^func //'); do

@@ -23,8 +23,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wiremesh/wiremesh/internal/acmecert"
+	"github.com/wiremesh/wiremesh/internal/agentinstall"
 	"github.com/wiremesh/wiremesh/internal/clientip"
+	"github.com/wiremesh/wiremesh/internal/flagconf"
 	"github.com/wiremesh/wiremesh/internal/grpcserver"
+	"github.com/wiremesh/wiremesh/internal/healthcheck"
 	"github.com/wiremesh/wiremesh/internal/logging"
 	"github.com/wiremesh/wiremesh/internal/metrics"
 	"github.com/wiremesh/wiremesh/internal/netaddr"
@@ -65,12 +69,17 @@ type options struct {
 	metricsAddr                           string
 	secrets                               []*secretflag.Secret
 	certFile, keyFile                     string
+	domain, acmeEmail, acmeDirectory      string
+	acmeCAFile, acmeHTTPListen            string
+	publicURL, insecureListen             string
+	changed                               func(flag string) bool
 	identity                              *idflag.Flags
 	releases                              *releasecheck.Flags
 	mail                                  *mailflag.Flags
 	ownerEmail                            string
 	trustedProxies                        []string
 	dashboardOrigins                      []string
+	agentDir                              *string
 }
 
 func command() *cobra.Command {
@@ -78,7 +87,7 @@ func command() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:           "netbird-server",
 		Short:         "All-in-one mesh VPN server: management, signal and STUN/TURN",
-		Version:       version.Version,
+		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
@@ -86,7 +95,15 @@ func command() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.dataDir, "datadir", "/var/lib/netbird-server", "directory holding the store")
-	f.StringVar(&o.listen, "listen", ":33073", "TCP address for management and signal gRPC")
+	f.StringVar(&o.listen, "listen", "", "TCP address of management, signal, REST, dashboard and relay (default "+defaultPlainListen+" without TLS, "+defaultACMEListen+" with --domain, "+defaultTLSListen+" with --tls-cert-file)")
+	f.StringVar(&o.insecureListen, "insecure-listen", "", "serve plaintext HTTP/gRPC on this non-loopback address (clients' keys and tokens travel unencrypted; instead of --listen)")
+	f.StringVar(&o.domain, "domain", "", "get and renew a TLS certificate for this DNS name by ACME (Let's Encrypt) and serve everything on --listen (default :443) with it; answers HTTP-01 and redirects http to https on --acme-http-listen")
+	f.StringVar(&o.acmeEmail, "acme-email", "", "contact e-mail of the ACME account (optional; the CA warns there before a certificate expires)")
+	f.StringVar(&o.acmeDirectory, "acme-directory", acmecert.LetsEncrypt, "ACME directory URL (e.g. Let's Encrypt staging, or a private CA)")
+	f.StringVar(&o.acmeCAFile, "acme-ca-file", "", "PEM root certificate(s) to trust for the ACME directory's own https (a private CA); default the system roots")
+	f.StringVar(&o.acmeHTTPListen, "acme-http-listen", ":80", "with --domain: plain HTTP address answering HTTP-01 challenges and redirecting everything else to https (\"\" disables both; TLS-ALPN-01 on the main port still works)")
+	f.StringVar(&o.publicURL, "public-url", "", "https://HOST[:PORT] clients reach this server at through a TLS reverse proxy (Caddy, Traefik, nginx): advertise https and rels:// there while listening in plaintext behind it")
+	o.changed = f.Changed
 	f.StringVar(&o.publicAddr, "public-address", "", "host name or IP clients reach this server at (default: the host each client dialed)")
 	f.IntVar(&o.stunPort, "stun-port", 3478, "UDP port of the embedded STUN/TURN server (0 disables it)")
 	f.StringVar(&o.turnSecret, "turn-secret", "", "TURN REST shared secret (default: random at each start)")
@@ -108,11 +125,14 @@ func command() *cobra.Command {
 	f.StringSliceVar(&o.dashboardOrigins, "dashboard-origin", nil, "browser origin of a dashboard served elsewhere, scheme://host[:port], allowed to call the REST API cross-origin (CORS; repeatable or comma-separated; none by default)")
 	f.StringSliceVar(&o.trustedProxies, "trusted-proxies", nil, "reverse proxies (addresses or prefixes, comma-separated) whose X-Forwarded-For names the client for login and setup-key limits; ignored from anyone else")
 	o.store = storeflag.Bind(f)
+	o.agentDir = agentinstall.Bind(f)
 	o.identity = idflag.Bind(f, true)
 	o.releases = releasecheck.Bind(f)
 	o.mail = mailflag.Bind(f)
 	f.StringVar(&o.ownerEmail, "owner-email", "admin@netbird.selfhosted", "with the built-in identity provider: create this owner with a one-time initial password at first start (empty: create the owner through POST /api/setup)")
-	cmd.AddCommand(admin.Command("/var/lib/netbird-server"), admin.MigrateCommand("/var/lib/netbird-server"))
+	cmd.AddCommand(admin.Command("/var/lib/netbird-server"), admin.MigrateCommand("/var/lib/netbird-server"),
+		healthcheck.Command("http://127.0.0.1:33073/healthz"))
+	flagconf.Install(cmd, os.LookupEnv, flagconf.EmptyEnv("acme-http-listen")) // NB_ACME_HTTP_LISTEN= turns HTTP-01 off
 	return cmd
 }
 
@@ -122,6 +142,10 @@ func run(ctx context.Context, o *options) error {
 	}
 	sc, err := o.store.Config(o.dataDir, os.Getenv)
 	if err != nil {
+		return err
+	}
+	// A data directory of another user: say so, not SQLite's "unable to open database file".
+	if err := admin.CheckDataDir(sc); err != nil {
 		return err
 	}
 	log, err := logging.New(os.Stderr, o.logLevel)
@@ -144,11 +168,17 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	lp, err := plan(listenFlags{listen: o.listen, insecureListen: o.insecureListen, certFile: o.certFile, keyFile: o.keyFile, domain: o.domain,
+		acmeEmail: o.acmeEmail, acmeCAFile: o.acmeCAFile, acmeDirChanged: o.changed("acme-directory"), acmeHTTPListen: o.acmeHTTPListen,
+		acmeHTTPChanged: o.changed("acme-http-listen"), publicURL: o.publicURL, publicAddr: o.publicAddr})
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	var tlsConf *tls.Config
-	if o.certFile != "" || o.keyFile != "" {
+	if o.certFile != "" {
 		cert, err := tls.LoadX509KeyPair(o.certFile, o.keyFile)
 		if err != nil {
 			return fmt.Errorf("TLS certificate: %w", err)
@@ -156,18 +186,34 @@ func run(ctx context.Context, o *options) error {
 		// h2 for gRPC (clients insist on it), http/1.1 for the relay's WebSocket.
 		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
 	}
-	ln, err := net.Listen("tcp", o.listen)
+	ln, err := net.Listen("tcp", lp.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w (choose another with --listen)", o.listen, err)
+		return fmt.Errorf("listen on %s: %w (choose another with --listen)", lp.Listen, err)
+	}
+	if lp.Insecure {
+		log.Warn("serving plaintext on a non-loopback address (--insecure-listen): setup keys, tokens and passwords cross the network unencrypted", "listen", lp.Listen)
 	}
 	conns := grpcserver.Limit(ln, grpcserver.ConnLimits{})
 	ln = conns
 	port := ln.Addr().(*net.TCPAddr).Port
+	var certs *acmeRun
+	if lp.ACME {
+		if certs, err = startACME(ctx, o, port, log); err != nil {
+			ln.Close()
+			return err
+		}
+		defer certs.Close()
+		tlsConf = certs.m.TLSConfig()
+	}
 	if tlsConf != nil {
 		ln = tls.NewListener(ln, preferHTTP1(tlsConf))
 	}
+	publicPort := lp.PublicPort
+	if publicPort == 0 {
+		publicPort = port
+	}
 
-	adv := mgmt.Advertiser{PublicHost: o.publicAddr, SignalPort: port, SignalTLS: tlsConf != nil, RelayTLS: tlsConf != nil}
+	adv := mgmt.Advertiser{PublicHost: lp.PublicHost, SignalPort: publicPort, SignalTLS: lp.PublicTLS, RelayTLS: lp.PublicTLS}
 	issuer := turncreds.Issuer{Secret: o.turnSecret}
 	var turnMetrics func() []metrics.Sample
 	if o.stunPort != 0 {
@@ -176,7 +222,7 @@ func run(ctx context.Context, o *options) error {
 				return err
 			}
 		}
-		relayIP, err := netaddr.RelayIP(ctx, firstNonEmpty(o.turnRelayIP, o.publicAddr))
+		relayIP, err := netaddr.RelayIP(ctx, firstNonEmpty(o.turnRelayIP, lp.PublicHost))
 		if err != nil {
 			return fmt.Errorf("TURN relay address: %w (set --turn-relay-ip)", err)
 		}
@@ -188,7 +234,7 @@ func run(ctx context.Context, o *options) error {
 		if err != nil {
 			return err
 		}
-		ts, err := turnserver.Start(turnserver.Options{Listen: stunListen(o.stunListen, o.listen, o.stunPort), RelayIP: relayIP, Secret: issuer.Secret, Log: log,
+		ts, err := turnserver.Start(turnserver.Options{Listen: stunListen(o.stunListen, lp.Listen, o.stunPort), RelayIP: relayIP, Secret: issuer.Secret, Log: log,
 			DeniedPeers: denied, AllowedPeers: allowed})
 		if err != nil {
 			return fmt.Errorf("%w (choose another with --stun-port, or 0 to disable)", err)
@@ -201,20 +247,20 @@ func run(ctx context.Context, o *options) error {
 
 	// The host clients reach us at, for URLs that must name one address
 	// (the relay instance, the identity provider's issuer).
-	host := o.publicAddr
+	host := lp.PublicHost
 	if host == "" {
 		if ip, err := netaddr.RelayIP(ctx, ""); err == nil {
 			host = ip.String()
 		}
 	}
-	idHost := o.publicAddr
+	idHost := lp.PublicHost
 	if idHost == "" {
 		idHost = host
 		if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsUnspecified() {
 			idHost = ip.String() // listening on one address: that is where clients come
 		}
 	}
-	identity, err := o.identity.Identity(idHost, port, tlsConf != nil)
+	identity, err := o.identity.Identity(idHost, publicPort, lp.PublicTLS)
 	if err != nil {
 		return err
 	}
@@ -234,10 +280,10 @@ func run(ctx context.Context, o *options) error {
 			return errors.New("relay address: no global IPv4 address found (set --public-address)")
 		}
 		scheme := "rel://"
-		if tlsConf != nil {
+		if lp.PublicTLS {
 			scheme = "rels://"
 		}
-		instance := scheme + net.JoinHostPort(host, strconv.Itoa(port))
+		instance := scheme + net.JoinHostPort(host, strconv.Itoa(publicPort))
 		if rl, err = relay.New(relay.Options{InstanceURL: instance, Secret: relayAuth.Secret, Log: log}); err != nil {
 			return err
 		}
@@ -261,7 +307,7 @@ func run(ctx context.Context, o *options) error {
 			}()
 		}
 		mux.Handle(relayconn.Path, rl)
-		adv.RelayPort = port
+		adv.RelayPort = publicPort
 		log.Info("relay listening", "instance", instance)
 	}
 
@@ -272,6 +318,12 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer m.Close()
 	m.Mount(mux)
+	// GET /install.sh and the agents it installs, from --agent-dir.
+	agents, err := agentinstall.New(agentinstall.Options{Dir: *o.agentDir, PublicHost: lp.PublicHost, PublicPort: publicPort, TLS: lp.PublicTLS, Log: log})
+	if err != nil {
+		return err
+	}
+	agents.Mount(mux)
 	if m.IdP != nil {
 		if err := firstOwner(ctx, m, o.ownerEmail); err != nil {
 			return err
@@ -285,15 +337,12 @@ func run(ctx context.Context, o *options) error {
 
 	fmt.Fprintf(os.Stderr, "netbird-server %s: management and signal on %s (gRPC), STUN/TURN on UDP %d, data in %s\n", version.Version, ln.Addr(), adv.STUNPort, o.dataDir)
 	fmt.Fprintf(os.Stderr, "Create a setup key:  netbird-server admin --datadir %s setup-keys create --reusable\n", o.dataDir)
-	scheme := "http"
-	if tlsConf != nil {
-		scheme = "https"
-	}
-	fmt.Fprintf(os.Stderr, "Join a peer:         netbird up --management-url %s://%s --setup-key KEY\n", scheme, hostPort(o.publicAddr, port))
+	fmt.Fprintf(os.Stderr, "Join a peer:         netbird up --management-url %s --setup-key KEY\n", publicBase(lp.PublicHost, publicPort, lp.PublicTLS))
 
 	// End long-lived streams first so that the graceful stop is quick.
 	stopStreams := context.AfterFunc(ctx, func() {
 		m.API.Close()
+		m.Live.Close()
 		s.Close()
 		if rl != nil {
 			rl.Close()
@@ -324,6 +373,9 @@ func run(ctx context.Context, o *options) error {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	}
 	mux.Handle("/healthz", metrics.Health(m.Healthy))
+	if certs != nil {
+		certs.obtain(ctx)
+	}
 	return grpcserver.Serve(ctx, ln, g, mux, log, 5*time.Second)
 }
 
@@ -363,6 +415,9 @@ func preferHTTP1(base *tls.Config) *tls.Config {
 	http1.NextProtos = []string{"http/1.1"}
 	c := base.Clone()
 	c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		if acmecert.IsChallenge(hello) {
+			return nil, nil // TLS-ALPN-01: acme-tls/1 is in base's NextProtos only
+		}
 		if slices.Contains(hello.SupportedProtos, "http/1.1") {
 			return http1, nil
 		}
@@ -377,13 +432,6 @@ func randomSecret() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
-}
-
-func hostPort(public string, port int) string {
-	if public == "" {
-		public = "THIS_HOST"
-	}
-	return net.JoinHostPort(public, strconv.Itoa(port))
 }
 
 // stunListen is where STUN/TURN listens: the explicit address, or the host

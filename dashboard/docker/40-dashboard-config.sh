@@ -11,7 +11,7 @@ fi
 client=${WIREMESH_CLIENT_ID:-netbird-dashboard}
 audience=${WIREMESH_AUDIENCE:-$client}
 for v in "$WIREMESH_ISSUER" "$client" "$audience" "${WIREMESH_API_URL:-}" "${WIREMESH_SCOPE:-}"; do
-  case $v in *'"'* | *'\'*) echo "dashboard: quotes and backslashes are not allowed in WIREMESH_* values" >&2; exit 1 ;; esac
+  case $v in *'"'* | *\\*) echo "dashboard: quotes and backslashes are not allowed in WIREMESH_* values" >&2; exit 1 ;; esac
 done
 json="{\"issuer\":\"$WIREMESH_ISSUER\",\"client_id\":\"$client\",\"audience\":\"$audience\""
 [ -z "${WIREMESH_API_URL:-}" ] || json="$json,\"api_url\":\"$WIREMESH_API_URL\""

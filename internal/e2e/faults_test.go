@@ -61,7 +61,7 @@ const (
 
 func (s *split) startSignal() {
 	t := s.m.t
-	s.sig = proctest.StartCmd(t, s.m.Lab.Cmd(s.m.Lab.NS("pub"), proctest.Binary(t, "netbird-signal"), "--listen", splitSignal), nil)
+	s.sig = proctest.StartCmd(t, s.m.Lab.Cmd(s.m.Lab.NS("pub"), proctest.Binary(t, "netbird-signal"), "--insecure-listen", splitSignal), nil)
 	s.sig.Wait(t, regexp.MustCompile(`signal gRPC on`), 10*time.Second)
 }
 
@@ -75,7 +75,7 @@ func newSplit(m *Mesh, withRelay bool) *split {
 	t := m.t
 	s := &split{m: m, url: "http://" + netlab.PubAddr + ":33074"}
 	s.startSignal()
-	args := []string{"--listen", netlab.PubAddr + ":33074", "--signal", splitSignal, "--stun", "stun:" + netlab.PubAddr + ":3478"}
+	args := []string{"--insecure-listen", netlab.PubAddr + ":33074", "--signal", splitSignal, "--stun", "stun:" + netlab.PubAddr + ":3478"}
 	if withRelay {
 		s.relayArgs = []string{"-l", splitRelay, "-e", "rel://" + splitRelay, "-s", "split-relay-secret"}
 		s.startRelay()

@@ -104,7 +104,7 @@ func (m *Mesh) Admin(args ...string) (string, error) {
 // StartServer starts netbird-server on the public segment.
 func (m *Mesh) StartServer() {
 	args := append([]string{proctest.Binary(m.t, "netbird-server"), "--datadir", m.DataDir,
-		"--listen", netlab.PubAddr + ":" + mgmtPort, "--stun-port", "3478", "--public-address", netlab.PubAddr,
+		"--insecure-listen", netlab.PubAddr + ":" + mgmtPort, "--stun-port", "3478", "--public-address", netlab.PubAddr,
 		"--metrics-addr", netlab.PubAddr + ":" + serverMetricsPort}, m.StoreArgs...)
 	args = append(args, m.ServerArgs...)
 	m.Server = proctest.StartCmd(m.t, m.Lab.Cmd(m.Lab.NS("pub"), args...), nil)
@@ -287,7 +287,7 @@ func (m *Mesh) ExtraServer(port, stunPort int) *Server {
 // RestartExtra (re)starts an extra server on its data directory.
 func (m *Mesh) RestartExtra(s *Server) {
 	s.Proc = proctest.StartCmd(m.t, m.Lab.Cmd(m.Lab.NS("pub"), proctest.Binary(m.t, "netbird-server"), "--datadir", s.DataDir,
-		"--listen", fmt.Sprintf("%s:%d", netlab.PubAddr, s.port), "--stun-port", fmt.Sprint(s.stunPort), "--public-address", netlab.PubAddr), nil)
+		"--insecure-listen", fmt.Sprintf("%s:%d", netlab.PubAddr, s.port), "--stun-port", fmt.Sprint(s.stunPort), "--public-address", netlab.PubAddr), nil)
 	s.Proc.Wait(m.t, regexp.MustCompile(`setup-keys create`), 20*time.Second)
 }
 

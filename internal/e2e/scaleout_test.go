@@ -66,11 +66,11 @@ func newScaleOut(t *testing.T) *scaleOut {
 // start (re)starts signal and management instance i.
 func (so *scaleOut) start(i int) {
 	t, pub := so.m.t, so.m.Lab.NS("pub")
-	so.sg[i] = proctest.StartCmd(t, so.m.Lab.Cmd(pub, proctest.Binary(t, "netbird-signal"), "--listen", so.sAddr[i]+":10000", "--nats", "nats://"+natsAddr,
+	so.sg[i] = proctest.StartCmd(t, so.m.Lab.Cmd(pub, proctest.Binary(t, "netbird-signal"), "--insecure-listen", so.sAddr[i]+":10000", "--nats", "nats://"+natsAddr,
 		"--metrics-addr", so.sAddr[i]+":"+signalMetricsPort), nil)
 	so.sg[i].Wait(t, regexp.MustCompile(`signal gRPC on`), 10*time.Second)
 	so.mg[i] = proctest.StartCmd(t, so.m.Lab.Cmd(pub, proctest.Binary(t, "netbird-mgmt"), "--datadir", t.TempDir(),
-		"--listen", so.mAddr[i]+":"+mgmtPort, "--signal", "signal.test:10000", "--stun", "stun:"+netlab.PubAddr+":3478",
+		"--insecure-listen", so.mAddr[i]+":"+mgmtPort, "--signal", "signal.test:10000", "--stun", "stun:"+netlab.PubAddr+":3478",
 		"--relay", "rel://"+splitRelay, "--relay-secret", so.relaySecrt, "--store", "postgres", "--store-dsn", so.dsn,
 		"--store-encryption-key", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
 		"--metrics-addr", so.mAddr[i]+":"+serverMetricsPort), nil)

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/wiremesh/wiremesh/internal/flagconf"
 )
 
 // Secret is one secret flag with its file and environment alternatives.
@@ -32,6 +34,12 @@ func File(fs *pflag.FlagSet, name, env string, target *string) *Secret {
 		usage += "; env " + env + "_FILE"
 	}
 	fs.StringVar(&s.file, name+"-file", "", usage)
+	if env != "" {
+		// The names this secret was read from before every flag had its
+		// NB_<NAME> variable keep working through flagconf.
+		flagconf.EnvAlias(fs, name, env)
+		flagconf.EnvAlias(fs, name+"-file", env+"_FILE")
+	}
 	return s
 }
 

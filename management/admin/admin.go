@@ -65,6 +65,9 @@ func (e *env) open(ctx context.Context) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckDataDir(c); err != nil {
+		return nil, err
+	}
 	return store.Open(ctx, c)
 }
 
@@ -132,6 +135,9 @@ func MigrateCommand(defaultDir string) *cobra.Command {
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		c, err := flags.Config(dir, os.Getenv)
 		if err != nil {
+			return err
+		}
+		if err := CheckDataDir(c); err != nil {
 			return err
 		}
 		ctx := cmd.Context()

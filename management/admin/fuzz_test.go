@@ -3,10 +3,13 @@ package admin
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
@@ -30,6 +33,23 @@ func FuzzImport(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(exported)
+	// The same account with a local user and its password login, and with
+	// a login of someone who is not a user of the dump (refused).
+	var d store.Dump
+	if err := json.Unmarshal(exported, &d); err != nil {
+		f.Fatal(err)
+	}
+	now := time.Now().UTC()
+	d.Users = append(d.Users, account.User{ID: "u-local", AccountID: d.Account.ID, Email: "local@example.com", Name: "Local", Role: account.RoleAdmin, Issued: "api", CreatedAt: now})
+	d.Credentials = []account.Credential{{Subject: "u-local", Email: "local@example.com", Name: "Local", PasswordHash: "$2a$10$abcdefghijklmnopqrstuv", CreatedAt: now}}
+	d.TOTPFactors = []store.TOTPFactor{{Subject: "u-local", Secret: "sealed", Confirmed: true, Recovery: []string{"h"}, CreatedAt: now}}
+	d.IdentityProviders = []store.IdentityProvider{{ID: "idp-1", AccountID: d.Account.ID, Type: "oidc", Name: "Corp", Issuer: "https://idp.example.com", ClientID: "c", ClientSecret: "sealed", CreatedAt: now}}
+	d.IdPLinks = []store.IdPLinkEntry{{ProviderID: "idp-1", UpstreamSubject: "up-1", UserID: "u-local"}}
+	withLogin, _ := json.Marshal(d)
+	f.Add(withLogin)
+	d.Credentials[0].Subject = "not-a-user"
+	stranger, _ := json.Marshal(d)
+	f.Add(stranger)
 	st, err := store.Open(context.Background(), c)
 	if err != nil {
 		f.Fatal(err)

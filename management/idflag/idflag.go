@@ -108,11 +108,20 @@ func (f *Flags) Identity(publicHost string, port int, tls bool) (server.Identity
 		if publicHost == "" {
 			return id, errors.New("the built-in identity provider needs the server's public address: set --public-address or --idp-issuer (or --builtin-idp=false)")
 		}
-		scheme := "http"
+		scheme, def := "http", 80
 		if tls {
-			scheme = "https"
+			scheme, def = "https", 443
 		}
-		id.BuiltInIssuer = scheme + "://" + net.JoinHostPort(publicHost, strconv.Itoa(port)) + "/oauth2"
+		// Without the scheme's default port: browsers drop it from
+		// origins and redirect URIs, and the issuer is compared verbatim.
+		hp := net.JoinHostPort(publicHost, strconv.Itoa(port))
+		if port == def {
+			hp = publicHost
+			if strings.Contains(hp, ":") {
+				hp = "[" + hp + "]"
+			}
+		}
+		id.BuiltInIssuer = scheme + "://" + hp + "/oauth2"
 	}
 	if u, err := url.Parse(id.BuiltInIssuer); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return id, fmt.Errorf("--idp-issuer %q is not an absolute http(s) URL", id.BuiltInIssuer)

@@ -54,7 +54,9 @@ func TestNewer(t *testing.T) {
 		{"0.77.1", "0.78.0", true, true},
 		{"0.77.1", "0.77.1", false, true},
 		{"0.77.1", "0.9.0", false, true}, // numeric, not text, order
-		{"0.77.1-wiremesh-dev", "0.77.1", true, true},
+		{"0.2.0-rc.1", "0.2.0", true, true},
+		{"0.1.0+3.gabc1234.dirty", "0.1.0", false, true}, // a build past the tag (Makefile VERSION) is not older than it
+		{"0.1.0+3.gabc1234.dirty", "0.2.0", true, true},
 		{"0.78.0", "0.78.0-rc.1", false, true},
 		{"dev", "0.78.0", false, false},
 		{"0.77.1", "soon", false, false},

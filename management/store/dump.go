@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/wiremesh/wiremesh/management/account"
@@ -26,6 +27,17 @@ type Dump struct {
 	Users     []account.User     `json:"users,omitempty"`
 	Tokens    []account.Token    `json:"tokens,omitempty"`
 	Invites   []account.Invite   `json:"invites,omitempty"`
+	// Credentials are the built-in identity provider's local logins
+	// (password hashes) of the dump's users: without them a move to
+	// another store would lock every local user out.
+	Credentials []account.Credential `json:"credentials,omitempty"`
+	// TOTPFactors are those local logins' second factors; the identity
+	// providers the account added to the login page (client secrets
+	// sealed with the store key: import with the same key) and which
+	// user each upstream subject logs in as.
+	TOTPFactors       []TOTPFactor       `json:"totp_factors,omitempty"`
+	IdentityProviders []IdentityProvider `json:"identity_providers,omitempty"`
+	IdPLinks          []IdPLinkEntry     `json:"idp_links,omitempty"`
 	// PostureChecks come before the policies that name them on import.
 	PostureChecks []account.PostureCheck `json:"posture_checks,omitempty"`
 	// Routes and networks; a network comes before its resources and
@@ -70,6 +82,30 @@ func (a *AccountTx) Export(ctx context.Context) (Dump, error) {
 		return d, err
 	}
 	if d.Invites, err = a.Invites(ctx); err != nil {
+		return d, err
+	}
+	for _, u := range d.Users {
+		c, err := a.tx.Credential(ctx, u.ID)
+		if errors.Is(err, ErrNotFound) {
+			continue // a user of an external provider
+		}
+		if err != nil {
+			return d, err
+		}
+		d.Credentials = append(d.Credentials, c)
+		f, err := a.tx.TOTPFactor(ctx, string(u.ID))
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return d, err
+		}
+		d.TOTPFactors = append(d.TOTPFactors, f)
+	}
+	if d.IdentityProviders, err = a.IdentityProviders(ctx); err != nil {
+		return d, err
+	}
+	if d.IdPLinks, err = a.IdPLinks(ctx); err != nil {
 		return d, err
 	}
 	if d.PostureChecks, err = a.PostureChecks(ctx); err != nil {
@@ -131,6 +167,23 @@ func (tx *Tx) Import(ctx context.Context, d Dump) error {
 			return fmt.Errorf("import invite %s: %w", v.ID, err)
 		}
 	}
+	users := make(map[account.UserID]bool, len(d.Users))
+	for _, u := range d.Users {
+		users[u.ID] = true
+	}
+	for _, c := range d.Credentials {
+		// Local logins are not account rows: only those of the dump's
+		// own users may come in with it.
+		if !users[c.Subject] {
+			return fmt.Errorf("import credential %s: not a user of account %s", c.Subject, d.Account.ID)
+		}
+		if err := tx.InsertCredential(ctx, c); err != nil {
+			return fmt.Errorf("import credential %s: %w", c.Subject, err)
+		}
+	}
+	if err := importIdentity(ctx, a, d, users); err != nil {
+		return err
+	}
 	for _, k := range d.SetupKeys {
 		if err := a.InsertSetupKey(ctx, k); err != nil {
 			return fmt.Errorf("import setup key %s: %w", k.ID, err)
@@ -183,6 +236,43 @@ func (tx *Tx) Import(ctx context.Context, d Dump) error {
 			string(a.id), e.ID, nanos(e.At), e.Activity, e.Initiator, e.Target, string(meta))
 		if err != nil {
 			return fmt.Errorf("import event %d: %w", e.ID, mapErr(err))
+		}
+	}
+	return nil
+}
+
+// importIdentity writes the dump's TOTP factors (each with a local login
+// of the dump), identity providers and their links (each to a provider
+// and a user of the dump).
+func importIdentity(ctx context.Context, a *AccountTx, d Dump, users map[account.UserID]bool) error {
+	logins := make(map[string]bool, len(d.Credentials))
+	for _, c := range d.Credentials {
+		logins[string(c.Subject)] = true
+	}
+	for _, f := range d.TOTPFactors {
+		if !logins[f.Subject] {
+			return fmt.Errorf("import totp factor %s: no local login of the dump", f.Subject)
+		}
+		if err := a.tx.PutTOTPFactor(ctx, f); err != nil {
+			return fmt.Errorf("import totp factor %s: %w", f.Subject, err)
+		}
+	}
+	providers := make(map[string]bool, len(d.IdentityProviders))
+	for _, p := range d.IdentityProviders {
+		if p.AccountID != d.Account.ID {
+			return fmt.Errorf("import identity provider %s: account %q, not %s", p.ID, p.AccountID, d.Account.ID)
+		}
+		if err := a.InsertIdentityProvider(ctx, p); err != nil {
+			return fmt.Errorf("import identity provider %s: %w", p.ID, err)
+		}
+		providers[p.ID] = true
+	}
+	for _, l := range d.IdPLinks {
+		if !providers[l.ProviderID] || !users[l.UserID] {
+			return fmt.Errorf("import identity provider link %s/%s: provider or user %s not in the dump", l.ProviderID, l.UpstreamSubject, l.UserID)
+		}
+		if err := a.tx.InsertIdPLink(ctx, l.ProviderID, l.UpstreamSubject, l.UserID); err != nil {
+			return fmt.Errorf("import identity provider link %s/%s: %w", l.ProviderID, l.UpstreamSubject, err)
 		}
 	}
 	return nil

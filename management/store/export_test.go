@@ -18,7 +18,17 @@ func ExecForTest(ctx context.Context, s *Store, q string) error {
 // PeerStatesPlanForTest is SQLite's query plan of EachPeerState's read,
 // one detail line per step.
 func PeerStatesPlanForTest(ctx context.Context, s *Store, acc string) ([]string, error) {
-	rs, err := s.eng.pool().query(ctx, `EXPLAIN QUERY PLAN `+peerStatesSQL, acc)
+	return sqlitePlan(ctx, s, peerStatesSQL, acc)
+}
+
+// PeerStatesAtPlanForTest is SQLite's query plan of EachPeerStateAt's
+// read.
+func PeerStatesAtPlanForTest(ctx context.Context, s *Store, acc string) ([]string, error) {
+	return sqlitePlan(ctx, s, peerStatesAtSQL, acc, acc, int64(1))
+}
+
+func sqlitePlan(ctx context.Context, s *Store, query string, args ...any) ([]string, error) {
+	rs, err := s.eng.pool().query(ctx, `EXPLAIN QUERY PLAN `+query, args...)
 	if err != nil {
 		return nil, err
 	}

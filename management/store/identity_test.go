@@ -115,6 +115,22 @@ func testIdentity(t *testing.T, st *store.Store) {
 	// Settings round-trip; an export carries users, tokens and invites, and
 	// deleting a user takes its tokens along.
 	set := account.Settings{PeerLoginExpirationEnabled: true, PeerLoginExpiration: 3600, JWTGroupsEnabled: true, JWTGroupsClaimName: "groups"}
+	// A second factor, an upstream provider and a link, which the export
+	// carries too.
+	totp := store.TOTPFactor{Subject: string(owner.ID), Secret: "sealed-totp", Confirmed: true, Recovery: []string{"h1", "h2"}, LastStep: 7, CreatedAt: now}
+	prov := store.IdentityProvider{ID: "idp1", AccountID: a.ID, Type: "oidc", Name: "Corp", Issuer: "https://idp.example.com", ClientID: "cid", ClientSecret: "sealed-secret", CreatedAt: now}
+	err = st.Tx(ctx, func(tx *store.Tx) error {
+		if err := tx.PutTOTPFactor(ctx, totp); err != nil {
+			return err
+		}
+		if err := tx.In(a.ID).InsertIdentityProvider(ctx, prov); err != nil {
+			return err
+		}
+		return tx.InsertIdPLink(ctx, prov.ID, "upstream-1", owner.ID)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var dump store.Dump
 	err = st.Tx(ctx, func(tx *store.Tx) error {
 		in := tx.In(a.ID)
@@ -139,5 +155,64 @@ func testIdentity(t *testing.T, st *store.Store) {
 	})
 	if !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("token after its user was deleted: %v", err)
+	}
+
+	// The export carries the users' local logins, and an import brings
+	// them back (a move to another store keeps passwords working); a
+	// login of someone who is not a user of the dump is refused.
+	if len(dump.Credentials) != 1 || dump.Credentials[0].Subject != owner.ID || dump.Credentials[0].PasswordHash != "bcrypt" {
+		t.Fatalf("export credentials: %+v", dump.Credentials)
+	}
+	if len(dump.TOTPFactors) != 1 || !reflect.DeepEqual(dump.TOTPFactors[0], totp) || len(dump.IdentityProviders) != 1 || !reflect.DeepEqual(dump.IdentityProviders[0], prov) ||
+		len(dump.IdPLinks) != 1 || dump.IdPLinks[0] != (store.IdPLinkEntry{ProviderID: prov.ID, UpstreamSubject: "upstream-1", UserID: owner.ID}) {
+		t.Fatalf("export: totp %+v, providers %+v, links %+v", dump.TOTPFactors, dump.IdentityProviders, dump.IdPLinks)
+	}
+	err = st.Tx(ctx, func(tx *store.Tx) error {
+		if err := tx.DeleteAccount(ctx, a.ID); err != nil {
+			return err
+		}
+		if err := tx.DeleteCredential(ctx, owner.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger := dump
+	stranger.Credentials = append([]account.Credential{{Subject: "stranger", Email: "s@example.com", PasswordHash: "x", CreatedAt: now}}, dump.Credentials...)
+	strangerTOTP := dump
+	strangerTOTP.TOTPFactors = []store.TOTPFactor{{Subject: "stranger", Secret: "x", CreatedAt: now}}
+	strangerLink := dump
+	strangerLink.IdPLinks = []store.IdPLinkEntry{{ProviderID: prov.ID, UpstreamSubject: "u2", UserID: "stranger"}}
+	for name, d := range map[string]store.Dump{"a login": stranger, "a second factor": strangerTOTP, "a provider link": strangerLink} {
+		if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.Import(ctx, d) }); err == nil {
+			t.Fatalf("import of %s that is no user's of the dump succeeded", name)
+		}
+	}
+	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.Import(ctx, dump) }); err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	err = st.Read(ctx, func(tx *store.Tx) error {
+		c, err := tx.CredentialByEmail(ctx, owner.Email)
+		if err == nil && (c.Subject != owner.ID || c.PasswordHash != "bcrypt") {
+			err = fmt.Errorf("credential %+v", c)
+		}
+		if err != nil {
+			return err
+		}
+		if f, err := tx.TOTPFactor(ctx, string(owner.ID)); err != nil || !reflect.DeepEqual(f, totp) {
+			return fmt.Errorf("totp factor %+v, %v", f, err)
+		}
+		if p, err := tx.In(a.ID).IdentityProvider(ctx, prov.ID); err != nil || !reflect.DeepEqual(p, prov) {
+			return fmt.Errorf("identity provider %+v, %v", p, err)
+		}
+		if u, err := tx.IdPLink(ctx, prov.ID, "upstream-1"); err != nil || u != owner.ID {
+			return fmt.Errorf("link to %q, %v", u, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("credential after import: %v", err)
 	}
 }

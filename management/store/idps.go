@@ -13,10 +13,22 @@ import (
 
 // IdentityProvider is an upstream OpenID Connect provider of an account.
 type IdentityProvider struct {
-	ID                                         string
-	AccountID                                  account.ID
-	Type, Name, Issuer, ClientID, ClientSecret string
-	CreatedAt                                  time.Time
+	ID        string     `json:"id"`
+	AccountID account.ID `json:"account_id"`
+	Type      string     `json:"type"`
+	Name      string     `json:"name"`
+	Issuer    string     `json:"issuer"`
+	ClientID  string     `json:"client_id"`
+	// ClientSecret as stored: sealed with the store's encryption key.
+	ClientSecret string    `json:"client_secret"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// IdPLinkEntry is one upstream subject and the user it logs in as.
+type IdPLinkEntry struct {
+	ProviderID      string         `json:"provider_id"`
+	UpstreamSubject string         `json:"upstream_subject"`
+	UserID          account.UserID `json:"user_id"`
 }
 
 const idpCols = `id, account_id, type, name, issuer, client_id, client_secret, created_at`
@@ -85,6 +97,20 @@ func (tx *Tx) IdPLink(ctx context.Context, providerID, upstreamSubject string) (
 	var u string
 	err := tx.q.queryRow(ctx, `SELECT user_id FROM idp_links WHERE provider_id = ? AND upstream_subject = ?`, providerID, upstreamSubject).Scan(&u)
 	return account.UserID(u), mapErr(err)
+}
+
+// IdPLinks lists the links of the account's providers.
+func (a *AccountTx) IdPLinks(ctx context.Context) ([]IdPLinkEntry, error) {
+	return queryAll(ctx, a.q(), func(r scanner) (IdPLinkEntry, error) {
+		var (
+			l    IdPLinkEntry
+			user string
+		)
+		err := r.Scan(&l.ProviderID, &l.UpstreamSubject, &user)
+		l.UserID = account.UserID(user)
+		return l, mapErr(err)
+	}, `SELECT l.provider_id, l.upstream_subject, l.user_id FROM idp_links l JOIN identity_providers p ON p.id = l.provider_id
+		WHERE p.account_id = ? ORDER BY l.provider_id, l.upstream_subject`, string(a.id))
 }
 
 // InsertIdPLink records that an upstream subject logs in as user.

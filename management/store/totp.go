@@ -10,13 +10,14 @@ import (
 // TOTPFactor is a local login's TOTP second factor, keyed by subject like
 // the login (local_credentials); it goes with the login.
 type TOTPFactor struct {
-	Subject, Secret string
-	Confirmed       bool
+	Subject   string `json:"subject"`
+	Secret    string `json:"secret"`
+	Confirmed bool   `json:"confirmed"`
 	// Recovery are the SHA-256 hashes (hex) of the unused recovery codes.
-	Recovery []string
+	Recovery []string `json:"recovery"`
 	// LastStep is the last accepted time step.
-	LastStep  int64
-	CreatedAt time.Time
+	LastStep  int64     `json:"last_step"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // TOTPFactor finds subject's factor; ErrNotFound when it has none.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/wiremesh/wiremesh/internal/flagconf"
 	"github.com/wiremesh/wiremesh/internal/secretflag"
 	"github.com/wiremesh/wiremesh/management/secretbox"
 	"github.com/wiremesh/wiremesh/management/store"
@@ -43,6 +44,10 @@ func Bind(fs *pflag.FlagSet) *Flags {
 	fs.StringVar(&f.engine, "store", "sqlite", "store engine: sqlite (embedded, in --datadir) or postgres (env "+EnvEngine+")")
 	fs.StringVar(&f.dsn, "store-dsn", "", "Postgres connection string, e.g. postgres://user:pass@host:5432/db (env "+EnvDSN+"; a password here shows in ps: prefer --store-dsn-file or the env)")
 	f.dsnFile = secretflag.File(fs, "store-dsn", "", &f.dsn)
+	// NetBird's variable names, besides NB_STORE and NB_STORE_DSN.
+	flagconf.EnvAlias(fs, "store", EnvEngine)
+	flagconf.EnvAlias(fs, "store-dsn", EnvDSN)
+	flagconf.EnvAlias(fs, "store-dsn-file", EnvDSN+"_FILE")
 	fs.StringVar(&f.key, "store-encryption-key", "", "key sealing the secrets kept in the store (identity providers' client secrets): 32 bytes as base64 or hex, e.g. from `openssl rand -base64 32`; the same on every instance sharing a Postgres store (env "+EnvSecretKey+"; default: the file "+secretbox.KeyFile+" in --datadir, created on first start)")
 	f.keyFile = secretflag.File(fs, "store-encryption-key", EnvSecretKey, &f.key)
 	fs.BoolVar(&f.keyLost, "store-encryption-key-lost", false, "the key the store's secrets were sealed with is lost: adopt this one and drop the identity providers' client secrets (admins enter them again)")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/wiremesh/wiremesh/internal/flagconf"
 	"github.com/wiremesh/wiremesh/management/store"
 )
 
@@ -88,5 +89,28 @@ func TestEncryptionKey(t *testing.T) {
 	}
 	if _, err = resolve(t, []string{"--store-encryption-key", "too-short"}, nil); err == nil {
 		t.Fatal("a malformed key was accepted")
+	}
+}
+
+// TestConfiguredThroughFlagconf: NetBird's variable names beat a config
+// file's store settings when the command reads them through flagconf.
+func TestConfiguredThroughFlagconf(t *testing.T) {
+	cfg := t.TempDir() + "/config.yaml"
+	if err := os.WriteFile(cfg, []byte("store: sqlite\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"NB_CONFIG": cfg, EnvEngine: "postgres", EnvDSN: "host=/run/pg"}
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	fs.String(flagconf.ConfigFlag, "", "")
+	f := Bind(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := flagconf.Apply(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.Config("/data", func(string) string { return "" })
+	if err != nil || c.Engine != store.Postgres || c.DSN != "host=/run/pg" {
+		t.Fatalf("%+v %v", c, err)
 	}
 }

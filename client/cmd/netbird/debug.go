@@ -35,7 +35,7 @@ func debugCmd(g *globals) *cobra.Command {
 			logFile = logFileOf(g)
 		}
 		src := debugbundle.Source{
-			Version: "netbird " + version.Version,
+			Version: "netbird " + version.String(),
 			Status:  func(ctx context.Context) ([]byte, error) { return daemonStatus(ctx, g) },
 			Profile: func() (state.Config, error) {
 				if _, err := os.Stat(g.configPath()); err != nil { // Load would create it

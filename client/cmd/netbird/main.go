@@ -290,13 +290,13 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 	}
 	fatal := make(chan error, 1)
 	e, err := engine.Start(ctx, engine.Options{Management: t, Private: cfg.Key(), SetupKey: setupKey, Hostname: cfg.Hostname,
-		Interface: cfg.InterfaceName, WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: version.Version, Log: log,
+		Interface: cfg.InterfaceName, WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: version.Wire(), Log: log,
 		DisableDNS: cfg.DisableDNS, ResolvConf: daemon.ResolvConf(state.Dir()), StateDir: state.Dir(), Firewall: os.Getenv("NB_FIREWALL"),
 		RouteSelection: engine.RouteSelection(cfg.Routes), ExitNodeLAN: !cfg.ExitNodeBlockLAN,
 		DisableClientRoutes: cfg.DisableClientRoutes, DisableServerRoutes: cfg.DisableServerRoutes, BlockLANAccess: cfg.BlockLANAccess,
 		ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true", KernelWG: os.Getenv("NB_WG_KERNEL") == "true",
 		OnFatal: func(err error) { fatal <- err },
-		Bundle: &debugbundle.Source{Version: "netbird " + version.Version, Level: level, LogFile: logFileOf(g), Stacks: true,
+		Bundle: &debugbundle.Source{Version: "netbird " + version.String(), Level: level, LogFile: logFileOf(g), Stacks: true,
 			Profile: func() (state.Config, error) { return state.Load(g.configPath()) }}})
 	if err != nil {
 		return err
@@ -368,7 +368,7 @@ func logoutCmd(g *globals, name string) *cobra.Command {
 
 func versionCmd() *cobra.Command {
 	return &cobra.Command{Use: "version", Short: "Print the version", Args: cobra.NoArgs,
-		Run: func(*cobra.Command, []string) { fmt.Println(version.Version) }}
+		Run: func(*cobra.Command, []string) { fmt.Println(version.String()) }}
 }
 
 func optString(s string) *string {

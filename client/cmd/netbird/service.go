@@ -95,7 +95,7 @@ func newDaemon(g *globals) (*daemon.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return daemon.New(version.Version, log, daemon.Options{StateDir: state.Dir(), ConfigPath: g.config, ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true",
+	return daemon.New(version.Wire(), log, daemon.Options{StateDir: state.Dir(), ConfigPath: g.config, ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true",
 		Firewall: os.Getenv("NB_FIREWALL"), KernelWG: os.Getenv("NB_WG_KERNEL") == "true", MetricsAddr: g.metricsAddr,
 		LogFile: logFileOf(g), LogLevel: level}), nil
 }

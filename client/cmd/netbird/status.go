@@ -94,7 +94,7 @@ type jsonRelay struct {
 func toJSON(r *daemonpb.StatusResponse) jsonStatus {
 	fs := r.GetFullStatus()
 	out := jsonStatus{
-		CliVersion: version.Version, DaemonVersion: r.GetDaemonVersion(), DaemonStatus: r.GetStatus(),
+		CliVersion: version.Wire(), DaemonVersion: r.GetDaemonVersion(), DaemonStatus: r.GetStatus(),
 		Management: jsonConn{URL: fs.GetManagementState().GetURL(), Connected: fs.GetManagementState().GetConnected(), Error: fs.GetManagementState().GetError(),
 			PendingApproval: fs.GetManagementState().GetPendingApproval()},
 		Signal:    jsonConn{URL: fs.GetSignalState().GetURL(), Connected: fs.GetSignalState().GetConnected(), Error: fs.GetSignalState().GetError()},

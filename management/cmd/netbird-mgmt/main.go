@@ -15,10 +15,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wiremesh/wiremesh/internal/agentinstall"
 	"github.com/wiremesh/wiremesh/internal/clientip"
+	"github.com/wiremesh/wiremesh/internal/flagconf"
 	"github.com/wiremesh/wiremesh/internal/grpcserver"
+	"github.com/wiremesh/wiremesh/internal/healthcheck"
 	"github.com/wiremesh/wiremesh/internal/logging"
 	"github.com/wiremesh/wiremesh/internal/metrics"
+	"github.com/wiremesh/wiremesh/internal/plainlisten"
 	"github.com/wiremesh/wiremesh/internal/secretflag"
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/management/admin"
@@ -45,6 +49,7 @@ const defaultDir = "/var/lib/netbird-mgmt"
 func command() *cobra.Command {
 	var (
 		dataDir, listen, publicAddr, signalAddr, logLevel, turnSecret, turnUser, turnPass string
+		insecureListen                                                                    string
 		metricsAddr                                                                       string
 		stuns, turns, relays                                                              []string
 		relaySecret                                                                       string
@@ -55,14 +60,15 @@ func command() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:           "netbird-mgmt",
 		Short:         "Mesh VPN management server",
-		Version:       version.Version,
+		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 	}
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "datadir", defaultDir, "directory holding the store")
-	f.StringVar(&listen, "listen", ":33073", "TCP address for management gRPC")
+	f.StringVar(&listen, "listen", "", "TCP address for management gRPC, REST and dashboard, plaintext: a loopback address behind a TLS reverse proxy (default 127.0.0.1:33073)")
+	f.StringVar(&insecureListen, "insecure-listen", "", "serve plaintext on this non-loopback address (setup keys and tokens travel unencrypted; instead of --listen)")
 	f.StringVar(&publicAddr, "public-address", "", "host clients reach STUN/TURN and signal at when those URIs name no host (default: the host each client dialed)")
 	f.StringVar(&signalAddr, "signal", "", "signal server host:port to hand to clients (required)")
 	f.BoolVar(&signalTLS, "signal-tls", false, "the signal server uses TLS")
@@ -81,6 +87,7 @@ func command() *cobra.Command {
 	f.StringSliceVar(&dashboardOrigins, "dashboard-origin", nil, "browser origin of a dashboard served elsewhere, scheme://host[:port], allowed to call the REST API cross-origin (CORS; repeatable or comma-separated; none by default)")
 	f.StringSliceVar(&trustedProxies, "trusted-proxies", nil, "reverse proxies (addresses or prefixes, comma-separated) whose X-Forwarded-For names the client for login and setup-key limits; ignored from anyone else")
 	storeFlags := storeflag.Bind(f)
+	agentDir := agentinstall.Bind(f)
 	idFlags := idflag.Bind(f, false)
 	releaseFlags := releasecheck.Bind(f)
 	mailFlags := mailflag.Bind(f)
@@ -108,6 +115,10 @@ func command() *cobra.Command {
 		if err != nil {
 			return err
 		}
+		// A data directory of another user: say so, not SQLite's "unable to open database file".
+		if err := admin.CheckDataDir(sc); err != nil {
+			return err
+		}
 		if len(relays) > 0 && relaySecret == "" {
 			return fmt.Errorf("--relay needs --relay-secret (the relays' --auth-secret)")
 		}
@@ -133,9 +144,16 @@ func command() *cobra.Command {
 		}
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		raw, err := net.Listen("tcp", listen)
+		addr, public, err := plainlisten.Addr(listen, insecureListen, "127.0.0.1:33073", "")
 		if err != nil {
-			return fmt.Errorf("listen on %s: %w (choose another with --listen)", listen, err)
+			return err
+		}
+		raw, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w (choose another with --listen)", addr, err)
+		}
+		if public {
+			log.Warn("serving plaintext on a non-loopback address (--insecure-listen): setup keys, tokens and passwords cross the network unencrypted", "listen", addr)
 		}
 		ln := grpcserver.Limit(raw, grpcserver.ConnLimits{})
 		idHost := publicAddr
@@ -165,6 +183,12 @@ func command() *cobra.Command {
 		defer stopStreams()
 		mux := http.NewServeMux()
 		m.Mount(mux)
+		// GET /install.sh and the agents it installs, from --agent-dir.
+		agents, err := agentinstall.New(agentinstall.Options{Dir: *agentDir, Log: log})
+		if err != nil {
+			return err
+		}
+		agents.Mount(mux)
 		sources := []func() []metrics.Sample{m.API.Metrics, m.Users.Metrics, ln.Metrics}
 		if m.IdP != nil {
 			sources = append(sources, m.IdP.Metrics)
@@ -181,7 +205,8 @@ func command() *cobra.Command {
 		mux.Handle("/healthz", metrics.Health(m.Healthy))
 		return grpcserver.Serve(ctx, ln, g, mux, log, 5*time.Second)
 	}
-	cmd.AddCommand(admin.Command(defaultDir), admin.MigrateCommand(defaultDir))
+	cmd.AddCommand(admin.Command(defaultDir), admin.MigrateCommand(defaultDir), healthcheck.Command("http://127.0.0.1:33073/healthz"))
+	flagconf.Install(cmd, os.LookupEnv)
 	return cmd
 }
 

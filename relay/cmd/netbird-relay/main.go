@@ -21,6 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wiremesh/wiremesh/internal/flagconf"
 	"github.com/wiremesh/wiremesh/internal/grpcserver"
 	"github.com/wiremesh/wiremesh/internal/logging"
 	"github.com/wiremesh/wiremesh/internal/metrics"
@@ -49,7 +50,7 @@ func command() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:           "netbird-relay",
 		Short:         "NetBird-compatible relay (rel:// over WebSocket, rels:// with TLS and QUIC)",
-		Version:       version.Version,
+		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
@@ -70,6 +71,7 @@ func command() *cobra.Command {
 	f.StringVar(&o.keyFile, "tls-key-file", "", "TLS private key")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.BoolVar(&o.allowUnbound, "allow-unbound-tokens", false, "accept tokens not bound to a peer (NetBird's management issues these); any holder of one can then take over any peer's relay connection")
+	flagconf.Install(cmd, os.LookupEnv)
 	return cmd
 }
 

@@ -13,20 +13,22 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wiremesh/wiremesh/internal/flagconf"
 	"github.com/wiremesh/wiremesh/internal/grpcserver"
 	"github.com/wiremesh/wiremesh/internal/logging"
 	"github.com/wiremesh/wiremesh/internal/metrics"
+	"github.com/wiremesh/wiremesh/internal/plainlisten"
 	"github.com/wiremesh/wiremesh/internal/version"
 	"github.com/wiremesh/wiremesh/signal/natsbus"
 	sig "github.com/wiremesh/wiremesh/signal/server"
 )
 
 func main() {
-	var listen, logLevel, natsURL, metricsAddr string
+	var listen, insecureListen, logLevel, natsURL, metricsAddr string
 	cmd := &cobra.Command{
 		Use:           "netbird-signal",
 		Short:         "Mesh VPN signal server: relays sealed ICE offers, answers and candidates",
-		Version:       version.Version,
+		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
@@ -37,9 +39,16 @@ func main() {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			raw, err := net.Listen("tcp", listen)
+			addr, public, err := plainlisten.Addr(listen, insecureListen, "127.0.0.1:10000", "")
 			if err != nil {
-				return fmt.Errorf("listen on %s: %w (choose another with --listen)", listen, err)
+				return err
+			}
+			raw, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w (choose another with --listen)", addr, err)
+			}
+			if public {
+				log.Warn("serving plaintext on a non-loopback address (--insecure-listen)", "listen", addr)
 			}
 			ln := grpcserver.Limit(raw, grpcserver.ConnLimits{})
 			o := sig.Options{Log: log}
@@ -73,10 +82,13 @@ func main() {
 			return grpcserver.Serve(ctx, ln, g, mux, log, 5*time.Second)
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", ":10000", "TCP address for signal gRPC")
+	cmd.Flags().StringVar(&listen, "listen", "", "TCP address for signal gRPC, plaintext: a loopback address behind a TLS reverse proxy (default 127.0.0.1:10000)")
+	cmd.Flags().StringVar(&insecureListen, "insecure-listen", "", "serve plaintext on this non-loopback address (instead of --listen)")
 	cmd.Flags().StringVar(&natsURL, "nats", os.Getenv("NB_SIGNAL_NATS_URL"), "NATS server(s), e.g. nats://nats1:4222,nats://nats2:4222: run several signal instances that route messages between their peers (env NB_SIGNAL_NATS_URL)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", os.Getenv("NB_METRICS_ADDR"), metrics.FlagUsage)
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	flagconf.EnvAlias(cmd.Flags(), "nats", "NB_SIGNAL_NATS_URL")
+	flagconf.Install(cmd, os.LookupEnv)
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
