@@ -17,6 +17,9 @@
 // the answer line on stdin.
 //   SETUP_KEY=<key>              -> "JOINED <name>": an agent joined with the key made in the UI
 //   JOIN_AGAIN                   -> "JOINED <name>": a second agent joined with the same key
+//   AGENT_DOWN <name>            -> "DOWN <name> <ms>": the Go test runs `netbird down` on the
+//                                   agent; <ms> is when it started (Unix ms, the same clock)
+//   AGENT_UP <name>              -> "UP <name> <ms>": `netbird up` again, started at <ms>
 //   PING? <from> <to> <want>     -> "PING <from> <to> reach|noreach": <want> is reach or
 //                                   noreach; the Go test pings from agent <from> to <to>'s
 //                                   overlay address until the wanted state holds (reach: a
@@ -95,6 +98,31 @@ async function joinAgent(request) {
   const name = (await waitLine("JOINED ", joinTimeout)).slice("JOINED ".length).trim();
   if (!name || name === "-") fail(`the agent asked for by ${request} did not join`);
   return name;
+}
+
+/** Asks the Go test to stop (AGENT_DOWN) or start (AGENT_UP) an agent; returns when it began (Unix ms). */
+async function agentSwitch(verb, name) {
+  console.log(`AGENT_${verb} ${name}`);
+  const f = (await waitLine(`${verb} ${name} `, 120000)).split(/\s+/);
+  const at = Number(f[2]);
+  if (!Number.isFinite(at) || at <= 0) fail(`AGENT_${verb} ${name}: answered ${f.join(" ")}`);
+  return at;
+}
+
+/**
+ * Waits (at most 10 s) for what appears() awaits and returns the time
+ * since t0 in ms; the page is never reloaded. The 2 s goal is measured
+ * and printed (LATENCY lines), not asserted: only appearing at all is.
+ */
+async function latency(what, t0, appears) {
+  try {
+    await appears(10000);
+  } catch {
+    fail(`${what}: not shown within 10 s without a reload`);
+  }
+  const ms = Date.now() - t0;
+  console.log(`LATENCY ${what}: ${ms} ms`);
+  return ms;
 }
 
 /** Asks the Go test whether agent from reaches agent to, wanting `want`. */
@@ -357,6 +385,57 @@ try {
     await peerRow(a).waitFor();
     await page.getByLabel("Search peers").fill("");
     ok("peer found by search");
+  }
+
+  // Live updates (GET /api/events/stream): another admin's change made
+  // through the REST API, and the agent going offline and online again,
+  // reach the open pages without a reload. The latency from the API call
+  // (or the start of the agent's stop/start) to the DOM change is printed.
+  {
+    const ownerToken = await page.evaluate(() => {
+      const k = Object.keys(sessionStorage).find((x) => x.startsWith("oidc.user:"));
+      return k ? JSON.parse(sessionStorage.getItem(k)).access_token : "";
+    });
+    const call = async (token, method, path, body) => {
+      const r = await fetch(base + path, {
+        method,
+        headers: { Authorization: token, "Content-Type": "application/json", Accept: "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await r.text();
+      if (!r.ok) fail(`${method} ${path}: ${r.status} ${text}`);
+      return text ? JSON.parse(text) : null;
+    };
+    const other = await call(`Bearer ${ownerToken}`, "POST", "/api/users", { name: "e2e-other-admin", role: "admin", is_service_user: true, auto_groups: [] });
+    const pat = await call(`Bearer ${ownerToken}`, "POST", `/api/users/${other.id}/tokens`, { name: "live", expires_in: 1 });
+    const otherAdmin = `Token ${pat.plain_token}`;
+    const waitLive = () => page.locator("html[data-live=live]").waitFor({ timeout: 10000 });
+
+    await open(page, "Groups");
+    await waitLive();
+    const liveGroup = "e2e-live-group";
+    let t0 = Date.now();
+    const made = await call(otherAdmin, "POST", "/api/groups", { name: liveGroup, peers: [] });
+    const gRow = page.locator(`tr[data-group-name="${liveGroup}"]`);
+    const created = await latency("group created by another admin -> Groups page", t0, (timeout) => gRow.waitFor({ timeout }));
+    t0 = Date.now();
+    await call(otherAdmin, "DELETE", `/api/groups/${made.id}`);
+    const deleted = await latency("group deleted by another admin -> Groups page", t0, (timeout) => gRow.waitFor({ state: "detached", timeout }));
+    ok(`another admin's group shown on the open Groups page after ${created} ms, its deletion after ${deleted} ms (live stream, no reload)`);
+
+    await open(page, "Peers");
+    await waitLive();
+    if (agents) {
+      const badge = () => peerRow(a).getByText("online", { exact: true });
+      const down = await agentSwitch("DOWN", a);
+      const off = await latency(`agent ${a} stopped -> Peers page offline`, down, (timeout) => badge().waitFor({ state: "detached", timeout }));
+      const up = await agentSwitch("UP", a);
+      const on = await latency(`agent ${a} started -> Peers page online`, up, (timeout) => badge().waitFor({ timeout }));
+      ok(`agent ${a} shown offline ${off} ms after it was stopped and online ${on} ms after it was started (live stream, no reload)`);
+    } else {
+      console.log("skip - agent offline/online on the Peers page (WIREMESH_SKIP_JOIN=1)");
+    }
+    await call(`Bearer ${ownerToken}`, "DELETE", `/api/users/${other.id}`);
   }
 
   // Settings: peer approval on.

@@ -7,6 +7,7 @@ import { Alert, Center, Code, Loader, Stack, Text, Title } from "@mantine/core";
 import { useEffect, useState } from "react";
 import { BrowserRouter } from "react-router";
 import { Client, messageOf } from "./api/client";
+import { LiveContext, LiveStream } from "./api/live";
 import { AppContext, type AppServices } from "./app";
 import { Auth } from "./auth/auth";
 import { CALLBACK_PATH, CONFIG_PATH, loadConfig } from "./auth/config";
@@ -42,7 +43,13 @@ async function boot(): Promise<State> {
   const inst = await api.get("/api/instance");
   return {
     kind: "ready",
-    services: { api, auth, config, managementURL: base || window.location.origin },
+    services: {
+      api,
+      auth,
+      config,
+      live: new LiveStream({ open: (signal) => api.openStream("/api/events/stream", signal) }),
+      managementURL: base || window.location.origin,
+    },
     setupRequired: inst.setup_required,
     loginError,
   };
@@ -53,6 +60,16 @@ export function Boot() {
   useEffect(() => {
     boot().then(setState, (e: unknown) => setState({ kind: "failed", message: messageOf(e) }));
   }, []);
+  // The live stream's state on <html data-live=...> (connecting, live or
+  // down): for styling and for tests that wait until pushes arrive.
+  const live = state.kind === "ready" ? state.services.live : null;
+  useEffect(() => {
+    if (!live) return;
+    document.documentElement.dataset.live = live.state;
+    return live.onState((s) => {
+      document.documentElement.dataset.live = s;
+    });
+  }, [live]);
   switch (state.kind) {
     case "loading":
       return (
@@ -81,9 +98,11 @@ export function Boot() {
     case "ready":
       return (
         <AppContext.Provider value={state.services}>
-          <BrowserRouter>
-            <AppRoutes initialSetupRequired={state.setupRequired} loginError={state.loginError} />
-          </BrowserRouter>
+          <LiveContext.Provider value={state.services.live}>
+            <BrowserRouter>
+              <AppRoutes initialSetupRequired={state.setupRequired} loginError={state.loginError} />
+            </BrowserRouter>
+          </LiveContext.Provider>
         </AppContext.Provider>
       );
   }

@@ -61,7 +61,10 @@ var e2eLine = regexp.MustCompile(`(?m)^e2e: (\d+) passed, (\d+) failed$`)
 // between them. In the UI: the first-run page creates the owner, who logs
 // in (code + PKCE), has an expired access token renewed without a reload,
 // walks the UI by keyboard, creates a setup key with which agent 1 joins
-// and shows online, turns peer approval on, sees agent 2 join pending and
+// and shows online, sees a group another admin makes and deletes through
+// the REST API come and go on the open Groups page and agent 1 go offline
+// and online on the open Peers page (live event stream; the latencies are
+// logged as LATENCY lines, only appearing within 10 s is asserted), turns peer approval on, sees agent 2 join pending and
 // unreachable, approves it, disables the default policy (the agents lose
 // each other), creates a group and a policy (the ping works again) and
 // disables it (it stops), creates a route through agent 1 and a network
@@ -109,8 +112,11 @@ func TestDashboard(t *testing.T) {
 		for sc.Scan() {
 			line := sc.Text()
 			out.add(line)
-			if strings.HasPrefix(line, "SETUP_KEY=") || line == "JOIN_AGAIN" || strings.HasPrefix(line, "PING? ") {
+			if strings.HasPrefix(line, "SETUP_KEY=") || line == "JOIN_AGAIN" || strings.HasPrefix(line, "PING? ") || strings.HasPrefix(line, "AGENT_") {
 				requests <- line
+			}
+			if strings.HasPrefix(line, "LATENCY ") {
+				t.Log(line) // the live-update latencies, measured in the browser
 			}
 		}
 	}()
@@ -184,6 +190,28 @@ func (d *dashAgents) serve(t *testing.T, req string) string {
 		return "JOINED " + a.Name
 	}
 	switch {
+	case strings.HasPrefix(req, "AGENT_DOWN "), strings.HasPrefix(req, "AGENT_UP "):
+		verb, name, _ := strings.Cut(strings.TrimPrefix(req, "AGENT_"), " ")
+		a := d.byName[name]
+		if a == nil {
+			t.Errorf("run.mjs: %q names an agent that did not join", req)
+			return verb + " " + name + " 0"
+		}
+		start := time.Now()
+		var (
+			o   string
+			err error
+		)
+		if verb == "DOWN" {
+			o, err = d.m.CLI(a, "down")
+		} else {
+			o, err = d.m.UpAt(a, d.base, "")
+		}
+		if err != nil {
+			t.Errorf("%s: netbird %s: %v\n%s", name, strings.ToLower(verb), err, o)
+			return verb + " " + name + " 0"
+		}
+		return fmt.Sprintf("%s %s %d", verb, name, start.UnixMilli())
 	case strings.HasPrefix(req, "SETUP_KEY="):
 		d.key = strings.TrimSpace(strings.TrimPrefix(req, "SETUP_KEY="))
 		return join("dash")

@@ -28,6 +28,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/dnsadmin"
 	"github.com/wiremesh/wiremesh/management/idp"
 	"github.com/wiremesh/wiremesh/management/jobs"
+	"github.com/wiremesh/wiremesh/management/livefeed"
 	"github.com/wiremesh/wiremesh/management/peerconns"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/releasecheck"
@@ -76,7 +77,11 @@ type Options struct {
 	// Conns holds our agents' connection reports (P2P, relayed), shown
 	// on the peers; nil: none is shown.
 	Conns *peerconns.Tracker
-	Log   *slog.Logger
+	// Live feeds GET /api/events/stream (nil: the route answers 404).
+	Live *livefeed.Feed
+	// LiveTiming tunes those streams (zero fields: the defaults).
+	LiveTiming LiveTiming
+	Log        *slog.Logger
 }
 
 // API is the REST handler.
@@ -187,6 +192,7 @@ func (a *API) routes() {
 
 	authed("GET /api/events/audit", a.events)
 	authed("GET /api/events", a.events)
+	authed("GET "+EventStreamPath, a.eventStream)
 
 	open("GET /api/openapi.json", a.openAPI)
 }
@@ -311,7 +317,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusUnprocessableEntity, err.Error()
 	case errors.Is(err, jobs.ErrBadToken):
 		code, msg = http.StatusUnauthorized, err.Error()
-	case errors.Is(err, jobs.ErrTooManyPending), errors.Is(err, errTooManyTokens):
+	case errors.Is(err, jobs.ErrTooManyPending), errors.Is(err, errTooManyTokens), errors.Is(err, livefeed.ErrTooManyStreams):
 		code, msg = http.StatusTooManyRequests, err.Error()
 	case errors.Is(err, jobs.ErrUnsupported), errors.Is(err, jobs.ErrAccountFull):
 		code, msg = http.StatusPreconditionFailed, err.Error()
@@ -321,7 +327,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusNotFound, err.Error()
 	case errors.Is(err, errUnsupportedMedia):
 		code, msg = http.StatusUnsupportedMediaType, err.Error()
-	case errors.Is(err, auth.ErrIdPUnusable), errors.Is(err, store.ErrUnavailable):
+	case errors.Is(err, auth.ErrIdPUnusable), errors.Is(err, store.ErrUnavailable), errors.Is(err, livefeed.ErrClosed):
 		code, msg = http.StatusServiceUnavailable, err.Error()
 	default:
 		a.o.Log.ErrorContext(r.Context(), "REST request failed", "method", r.Method, "path", r.URL.Path, "err", err)

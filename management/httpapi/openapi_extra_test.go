@@ -12,4 +12,5 @@ func conformExtra(t *testing.T, d *docRig, ownerID string) {
 	conformJobs(t, d)
 	conformRouting(t, d)
 	conformDNS(t, d)
+	conformLive(t, d)
 }

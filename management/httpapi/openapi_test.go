@@ -23,6 +23,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/httpapi"
 	"github.com/wiremesh/wiremesh/management/idp"
 	"github.com/wiremesh/wiremesh/management/jobs"
+	"github.com/wiremesh/wiremesh/management/livefeed"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/routing"
 	"github.com/wiremesh/wiremesh/management/secretbox"
@@ -122,7 +123,7 @@ func newDocRig(t *testing.T, eng storetest.Engine, opts ...func(*httpapi.Options
 	}
 	o := httpapi.Options{Store: st, Users: users.New(users.Options{Store: st, Notify: hub, LocalIdP: true}),
 		Peers: peers.New(st, hub, nil, nil), Access: access.New(st, hub, nil), IdPs: &idp.Providers{Store: st, Secrets: box}, Jobs: jobs.New(jobs.Options{Store: st}),
-		Routing: routing.New(st, hub, routing.Options{}), DNS: dnsadmin.New(st, hub, dnsadmin.Options{})}
+		Routing: routing.New(st, hub, routing.Options{}), DNS: dnsadmin.New(st, hub, dnsadmin.Options{}), Live: livefeed.New(livefeed.Options{})}
 	for _, f := range opts {
 		f(&o)
 	}

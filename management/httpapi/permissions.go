@@ -144,6 +144,9 @@ var routePerms = map[string]perm{
 
 	"GET /api/events/audit": need(auth.Events, auth.Read),
 	"GET /api/events":       need(auth.Events, auth.Read),
+	// Every signed-in caller may stream; the stream tells each only the
+	// kinds its role reads (livestream.go).
+	"GET /api/events/stream": {self: true},
 }
 
 // permOf is a route's permission; ok is false for a route missing from

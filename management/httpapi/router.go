@@ -156,7 +156,11 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	return best.h(w, r, caller)
+	if err := best.h(w, r, caller); err != nil {
+		return err
+	}
+	a.announce(best.Route, caller)
+	return nil
 }
 
 // openAPI serves openapi.json.

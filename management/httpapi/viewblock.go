@@ -21,7 +21,7 @@ var errViewBlocked = fmt.Errorf("%w: the account's administrators block regular 
 func (a *API) viewGate(pattern string, h handler) handler {
 	_, path, _ := strings.Cut(pattern, " ")
 	self := strings.HasPrefix(path, "/api/users/{userId}")
-	allowed := path == "/api/users/current" || path == "/api/instance/version" || path == "/api/peers" || strings.HasPrefix(path, "/api/peers/{peerId}")
+	allowed := path == "/api/users/current" || path == "/api/instance/version" || path == "/api/peers" || path == EventStreamPath || strings.HasPrefix(path, "/api/peers/{peerId}")
 	return func(w http.ResponseWriter, r *http.Request, caller account.User) error {
 		if !auth.Restricted(caller.Role) || allowed || (self && r.PathValue("userId") == string(caller.ID)) {
 			return h(w, r, caller)

@@ -94,12 +94,40 @@ type Tracker struct {
 	next    Stream
 	open    map[peerKey]slot
 	reports map[peerKey]*report
+	// changed learns (outside the lock) that what a peer's report shows
+	// changed; nil: nobody.
+	changed func(account.ID, account.PeerID)
 }
 
 // New returns an empty tracker. A nil *Tracker keeps nothing and
 // reports nothing (a server built without one).
 func New() *Tracker {
 	return &Tracker{open: map[peerKey]slot{}, reports: map[peerKey]*report{}}
+}
+
+// NewNotifying returns an empty tracker that calls changed whenever what
+// a peer's report shows changes: a connection to another peer appears,
+// goes or changes type, or the report goes with its stream. A new
+// latency alone is not a change (it moves with every report). changed
+// must not block.
+func NewNotifying(changed func(account.ID, account.PeerID)) *Tracker {
+	t := New()
+	t.changed = changed
+	return t
+}
+
+// sameShape reports whether two sorted reports list the same peers with
+// the same types.
+func sameShape(a, b []Conn) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Peer != b[i].Peer || a[i].Type != b[i].Type {
+			return false
+		}
+	}
+	return true
 }
 
 // Open records that the peer's Sync stream is open and current: from now
@@ -127,12 +155,17 @@ func (t *Tracker) Close(acc account.ID, id account.PeerID, s Stream) {
 	}
 	k := peerKey{acc, id}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if cur, ok := t.open[k]; !ok || cur.stream != s {
+		t.mu.Unlock()
 		return
 	}
 	delete(t.open, k)
+	_, had := t.reports[k]
 	delete(t.reports, k)
+	t.mu.Unlock()
+	if had && t.changed != nil {
+		t.changed(acc, id)
+	}
 }
 
 // Admit says whether a report the peer sent at now is worth reading:
@@ -214,11 +247,16 @@ func (t *Tracker) Report(acc account.ID, id account.PeerID, conns []Conn) bool {
 	}
 	k := peerKey{acc, id}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if _, ok := t.open[k]; !ok {
+		t.mu.Unlock()
 		return false
 	}
+	old, had := t.reports[k]
 	t.reports[k] = r
+	t.mu.Unlock()
+	if t.changed != nil && (!had || !sameShape(old.conns, r.conns)) {
+		t.changed(acc, id)
+	}
 	return true
 }
 

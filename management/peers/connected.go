@@ -66,12 +66,16 @@ func (g *groupCommit) do(u connUpdate, write func([]connUpdate) error) error {
 // they are online).
 func (s *Service) SetConnected(ctx context.Context, acc account.ID, id account.PeerID, connected bool) error {
 	u := connUpdate{acc: acc, id: id, connected: connected, at: s.now().UnixNano()}
-	return s.conn.do(u, func(items []connUpdate) error {
+	err := s.conn.do(u, func(items []connUpdate) error {
 		// The batch is shared: it must not fail because one caller left.
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		return s.writeConnected(wctx, items)
 	})
+	if err == nil && s.States != nil {
+		s.States.PeerChanged(acc, id)
+	}
+	return err
 }
 
 // MarkOnline records, in one transaction, that the given peers (by
@@ -84,7 +88,15 @@ func (s *Service) MarkOnline(ctx context.Context, peers map[account.ID][]account
 			items = append(items, connUpdate{acc: acc, id: id, connected: true, at: at})
 		}
 	}
-	return s.writeConnected(ctx, items)
+	if err := s.writeConnected(ctx, items); err != nil {
+		return err
+	}
+	if s.States != nil {
+		for _, it := range items {
+			s.States.PeerChanged(it.acc, it.id)
+		}
+	}
+	return nil
 }
 
 func (s *Service) writeConnected(ctx context.Context, items []connUpdate) error {

@@ -53,6 +53,15 @@ type Service struct {
 	// Instance names this management instance in connected-state records
 	// (set before use; empty is fine for a single instance).
 	Instance string
+	// States learns of each recorded change of a peer's connected state
+	// (set before use; nil: nobody). It is not a network change, so it is
+	// not told to the notifier; the REST API's live streams want it.
+	States StateNotifier
+}
+
+// StateNotifier learns that a peer's own state (online, offline) changed.
+type StateNotifier interface {
+	PeerChanged(acc account.ID, id account.PeerID)
 }
 
 // New returns a Service. log and now may be nil (discard, time.Now).

@@ -31,6 +31,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/httpapi"
 	"github.com/wiremesh/wiremesh/management/idp"
 	"github.com/wiremesh/wiremesh/management/jobs"
+	"github.com/wiremesh/wiremesh/management/livefeed"
 	"github.com/wiremesh/wiremesh/management/peerconns"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/releasecheck"
@@ -110,6 +111,9 @@ type Server struct {
 	// Dashboard serves the web app and /dashboard-config.json (Mount puts
 	// it at /).
 	Dashboard *dashboard.Handler
+	// Live feeds the REST API's live event streams
+	// (GET /api/events/stream); Close ends them.
+	Live *livefeed.Feed
 
 	log      *slog.Logger
 	instance string
@@ -179,8 +183,13 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		o.ExpiryCheck = 5 * time.Second
 	}
 	hub := updates.NewHub()
-	ps := peers.New(st, hub, o.Log, nil)
+	// Each domain service's changes wake the Sync streams (hub) and tell
+	// the REST live streams which lists they may have changed.
+	live := livefeed.New(livefeed.Options{})
+	on := func(k livefeed.Kind) livefeed.Notifier { return livefeed.Notifier{Next: hub, Feed: live, Kinds: k} }
+	ps := peers.New(st, on(livefeed.Peers|livefeed.Groups|livefeed.Policies|livefeed.Events), o.Log, nil)
 	ps.Instance = o.Instance
+	ps.States = live // online/offline
 	domains, err := users.ParseDomains(o.Identity.AccountDomains)
 	if err != nil {
 		st.Close()
@@ -191,7 +200,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	us := users.New(users.Options{Store: st, Notify: hub, Log: o.Log, Mode: o.Identity.Mode, AccountDomains: domains, LocalIdP: o.Identity.BuiltInIssuer != "",
+	us := users.New(users.Options{Store: st, Notify: on(livefeed.Users | livefeed.Peers | livefeed.Groups | livefeed.Events | livefeed.Account), Log: o.Log, Mode: o.Identity.Mode, AccountDomains: domains, LocalIdP: o.Identity.BuiltInIssuer != "",
 		Mailer: o.Mail.Mailer, InviteURL: inviteURL})
 	var box *secretbox.Box
 	if o.Identity.BuiltInIssuer != "" {
@@ -213,10 +222,12 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	jo := o.Jobs
 	jo.Store, jo.Log, jo.Now = st, o.Log, o.Now
 	js := jobs.New(jo)
-	conns := peerconns.New() // live, like connected: shared by gRPC (writes) and REST (reads)
+	conns := peerconns.NewNotifying(live.PeerChanged) // live, like connected: shared by gRPC (writes) and REST (reads)
 	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, Conns: conns, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log, SSO: sso, MaxSyncs: o.MaxSyncs,
 		TrustedProxies: o.TrustedProxies, Now: o.Now, JobFirstMessage: o.JobFirstMessage, Ended: ps, Jobs: js})
-	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Access: access.New(st, hub, o.Log), Routing: routing.New(st, hub, routing.Options{Log: o.Log}), DNS: dnsadmin.New(st, hub, dnsadmin.Options{Log: o.Log}), DashboardOrigins: o.DashboardOrigins, Log: o.Log,
+	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Access: access.New(st, on(livefeed.Groups|livefeed.Policies|livefeed.SetupKeys|livefeed.Peers|livefeed.Events), o.Log),
+		Routing: routing.New(st, on(livefeed.Routes|livefeed.Networks|livefeed.Groups|livefeed.Events), routing.Options{Log: o.Log}),
+		DNS:     dnsadmin.New(st, on(livefeed.DNS|livefeed.Events), dnsadmin.Options{Log: o.Log}), Live: live, DashboardOrigins: o.DashboardOrigins, Log: o.Log,
 		Jobs: js, TrustedProxies: o.TrustedProxies, Releases: o.Releases, Conns: conns}
 	if verifier != nil {
 		ropts.JWT = verifier
@@ -225,7 +236,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		ropts.IdPs = &idp.Providers{Store: st, Secrets: box}
 	}
 	wctx, cancel := context.WithCancel(context.Background())
-	s := &Server{Store: st, Peers: ps, Hub: hub, API: api, Users: us, REST: httpapi.New(ropts), IdP: provider, Dashboard: dash, Jobs: js, log: o.Log, cancel: cancel,
+	s := &Server{Store: st, Peers: ps, Hub: hub, API: api, Users: us, REST: httpapi.New(ropts), IdP: provider, Dashboard: dash, Jobs: js, Live: live, log: o.Log, cancel: cancel,
 		instance: o.Instance, pollNow: make(chan struct{}, 1)}
 	// Take the baseline now, so a change made between start-up and the
 	// first poll is not mistaken for the starting state.
@@ -256,6 +267,7 @@ func (s *Server) Register(g *grpc.Server) { s.API.Register(g) }
 // Close ends streams, stops the watcher and closes the store. Call it after
 // the gRPC server has stopped accepting.
 func (s *Server) Close() error {
+	s.Live.Close()
 	s.API.Close()
 	s.cancel()
 	s.wg.Wait()
@@ -340,6 +352,7 @@ func (s *Server) watch(ctx context.Context, every time.Duration) {
 		s.seenMu.Unlock()
 		for _, id := range changed {
 			s.Hub.AccountChanged(id)
+			s.Live.External(id, now[id])
 		}
 	}
 }
@@ -387,6 +400,7 @@ func (s *Server) changed(acc account.ID, serial uint64) {
 		return
 	}
 	s.Hub.AccountChanged(acc)
+	s.Live.External(acc, serial)
 }
 
 // heartbeat keeps this instance registered in the store and records the

@@ -6,7 +6,8 @@
  * carries the server's {message, code} body, so a page can show the
  * server's own words next to the control that caused the call.
  *
- * It does not retry, cache or poll; usePoll (poll.ts) does the polling.
+ * It does not retry, cache or poll; usePoll (poll.ts) does the polling,
+ * LiveStream (live.ts) reads the live event stream openStream opens.
  */
 import type { components, paths } from "./schema";
 
@@ -180,6 +181,34 @@ export class Client {
     } catch {
       throw new ApiError(res.status, "the server answered with something that is not JSON", res.status, verb, url);
     }
+  }
+
+  /**
+   * Opens a long-lived text/event-stream GET (the live event stream) with
+   * the bearer token; the caller reads the body. A refusal throws the
+   * server's ApiError (401 also reaches onUnauthenticated).
+   */
+  async openStream(template: "/api/events/stream", signal: AbortSignal): Promise<Response> {
+    const url = this.base + template;
+    const headers: Record<string, string> = { Accept: "text/event-stream" };
+    const token = this.o.token ? await this.o.token() : null;
+    // Logged out: nothing to stream (and no 401 to act on).
+    if (!token) throw new ApiError(401, "not logged in", 401, "GET", url);
+    headers.Authorization = `Bearer ${token}`;
+    let res: Response;
+    try {
+      res = await this.doFetch(url, { method: "GET", headers, signal, cache: "no-store" });
+    } catch (e) {
+      if (e instanceof DOMException && e.name === "AbortError") throw e;
+      const why = e instanceof Error ? e.message : String(e);
+      throw new ApiError(0, `the server could not be reached (${why})`, 0, "GET", url);
+    }
+    if (!res.ok) {
+      const err = await errorFrom(res, "GET", url);
+      if (err.unauthenticated) this.o.onUnauthenticated?.(err);
+      throw err;
+    }
+    return res;
   }
 
   get<P extends PathsWith<"get">>(p: P, o?: CallOptions<P, "get">) {

@@ -674,6 +674,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/events/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Live change notifications (wiremesh extension; Server-Sent Events)
+         * @description A text/event-stream that stays open and names what changed in the caller's account, so a client refetches that list through the usual endpoints instead of polling. NetBird has no such endpoint. Each event is `event: <kind>` with `data: {"serial": <network serial>, "revision": <view revision>}`; kinds are peers (also a peer going online or offline, or its connection report), groups, policies (and posture checks), setup-keys, users, routes, networks, dns, events (the activity log) and account (settings). The first event, `ready`, says the stream is live: refetch what you show. A caller hears only the kinds whose module its role reads in full; a caller that sees only its own peers hears peers only for changes of its own peers going online/offline or reporting connections. Bursts are coalesced (at most one event per kind per 250 ms); a comment line (`: ping`) is sent every 20 s while idle. The stream ends with `event: end` when the token expires or is revoked, or the user is blocked or removed (checked every 10 s and on user changes), and when the server shuts down. Too many open streams (per user or per account) answer 429. Authenticate with the Authorization header (EventSource cannot send it: read the stream with fetch).
+         */
+        get: operations["streamEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/openapi.json": {
         parameters: {
             query?: never;
@@ -3305,6 +3325,27 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Event"][];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    streamEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream (never ends on its own). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
                 };
             };
             default: components["responses"]["Error"];

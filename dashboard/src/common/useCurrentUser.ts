@@ -5,6 +5,6 @@ import { useApp } from "../app";
 
 export function useCurrentUser(): { me: User | undefined; error: unknown } {
   const { api } = useApp();
-  const r = usePoll((signal) => api.get("/api/users/current", { signal }), 15_000);
+  const r = usePoll((signal) => api.get("/api/users/current", { signal }), 15_000, [], ["users", "account"]);
   return { me: r.data, error: r.error };
 }

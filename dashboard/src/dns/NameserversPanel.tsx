@@ -201,7 +201,7 @@ export function NameserversPanel({ groupData }: { groupData: Option[] }) {
   const { api } = useApp();
   const { me } = useCurrentUser();
   const noRead = me ? deniedReason(me, "nameservers", "read") : "";
-  const list = usePoll((signal) => (noRead ? Promise.resolve([] as NameserverGroup[]) : api.get("/api/dns/nameservers", { signal })), LIVE_INTERVAL_MS, [noRead]);
+  const list = usePoll((signal) => (noRead ? Promise.resolve([] as NameserverGroup[]) : api.get("/api/dns/nameservers", { signal })), LIVE_INTERVAL_MS, [noRead], ["dns"]);
   const [editing, setEditing] = useState<NameserverGroup | "new" | null>(null);
   const [deleting, setDeleting] = useState<NameserverGroup | null>(null);
   const groupName = useMemo(() => new Map(groupData.map((g) => [g.value, g.label])), [groupData]);

@@ -19,7 +19,7 @@ export function SettingsPanel({ groupData }: { groupData: Option[] }) {
   const { me } = useCurrentUser();
   const noRead = me ? deniedReason(me, "dns", "read") : "";
   const noUpdate = deniedReason(me, "dns", "update");
-  const settings = usePoll((signal) => (noRead ? Promise.resolve(null) : api.get("/api/dns/settings", { signal })), 10_000, [noRead]);
+  const settings = usePoll((signal) => (noRead ? Promise.resolve(null) : api.get("/api/dns/settings", { signal })), 10_000, [noRead], ["dns"]);
   const [draft, setDraft] = useState<string[] | null>(null);
   const [busy, setBusy] = useState(false);
   const [err, setErr] = useState<{ field: boolean; msg: string } | null>(null);

@@ -94,7 +94,7 @@ export function ZonesPanel({ groupData }: { groupData: Option[] }) {
   const { api } = useApp();
   const { me } = useCurrentUser();
   const noRead = me ? deniedReason(me, "dns", "read") : "";
-  const list = usePoll((signal) => (noRead ? Promise.resolve([] as Zone[]) : api.get("/api/dns/zones", { signal })), LIVE_INTERVAL_MS, [noRead]);
+  const list = usePoll((signal) => (noRead ? Promise.resolve([] as Zone[]) : api.get("/api/dns/zones", { signal })), LIVE_INTERVAL_MS, [noRead], ["dns"]);
   const [editing, setEditing] = useState<Zone | "new" | null>(null);
   const [deleting, setDeleting] = useState<Zone | null>(null);
   const groupName = useMemo(() => new Map(groupData.map((g) => [g.value, g.label])), [groupData]);

@@ -20,7 +20,7 @@ export function DnsPage() {
   const [params, setParams] = useSearchParams();
   const p = params.get("tab");
   const tab: Tab = tabs.find((t) => t === p) ?? "nameservers";
-  const groups = usePoll((signal) => api.get("/api/groups", { signal }), 10_000);
+  const groups = usePoll((signal) => api.get("/api/groups", { signal }), 10_000, [], ["groups"]);
   const { groupData } = useOptions(groups.data, undefined);
   return (
     <Stack gap="sm">

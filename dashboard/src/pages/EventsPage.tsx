@@ -20,7 +20,7 @@ const PAGE = 200;
 export function EventsPage() {
   const { api } = useApp();
   const { me } = useCurrentUser();
-  const events = usePoll((signal) => api.get("/api/events/audit", { signal }), 5000);
+  const events = usePoll((signal) => api.get("/api/events/audit", { signal }), 5000, [], ["events"]);
   const [q, setQ] = useState<EventQuery>(emptyQuery);
   const [shown, setShown] = useState(PAGE);
   const [debounced] = useDebouncedValue(q, 150);

@@ -18,7 +18,7 @@ type Editing = { kind: "create" } | { kind: "edit"; group: ApiGroup };
 
 function GroupModal({ editing, groups, onClose, onSaved }: { editing: Editing | null; groups: ApiGroup[]; onClose: () => void; onSaved: () => void }) {
   const { api } = useApp();
-  const peers = usePoll((signal) => api.get("/api/peers", { signal }), 10_000);
+  const peers = usePoll((signal) => api.get("/api/peers", { signal }), 10_000, [], ["peers"]);
   const [name, setName] = useState("");
   const [members, setMembers] = useState<string[]>([]);
   const [errors, setErrors] = useState<{ name?: string; peers?: string; form?: string }>({});
@@ -139,8 +139,8 @@ function DeleteModal({ group, onClose, onDone }: { group: ApiGroup | null; onClo
 
 export function GroupsPage() {
   const { api } = useApp();
-  const groups = usePoll((signal) => api.get("/api/groups", { signal }), LIVE_INTERVAL_MS);
-  const policies = usePoll((signal) => api.get("/api/policies", { signal }), LIVE_INTERVAL_MS);
+  const groups = usePoll((signal) => api.get("/api/groups", { signal }), LIVE_INTERVAL_MS, [], ["groups"]);
+  const policies = usePoll((signal) => api.get("/api/policies", { signal }), LIVE_INTERVAL_MS, [], ["policies"]);
   const [editing, setEditing] = useState<Editing | null>(null);
   const [deleting, setDeleting] = useState<ApiGroup | null>(null);
   const list = useMemo(() => [...(groups.data ?? [])].sort((a, b) => (isBuiltIn(a) ? -1 : isBuiltIn(b) ? 1 : a.name.localeCompare(b.name))), [groups.data]);

@@ -71,8 +71,8 @@ export function NetworksPage() {
   const { api } = useApp();
   const { me } = useCurrentUser();
   const noRead = me ? deniedReason(me, "networks", "read") : "";
-  const networks = usePoll((signal) => (noRead ? Promise.resolve([] as Network[]) : api.get("/api/networks", { signal })), LIVE_INTERVAL_MS, [noRead]);
-  const policies = usePoll((signal) => api.get("/api/policies", { signal }).catch(() => []), 10_000);
+  const networks = usePoll((signal) => (noRead ? Promise.resolve([] as Network[]) : api.get("/api/networks", { signal })), LIVE_INTERVAL_MS, [noRead], ["networks"]);
+  const policies = usePoll((signal) => api.get("/api/policies", { signal }).catch(() => []), 10_000, [], ["policies"]);
   const policyName = useMemo(() => new Map((policies.data ?? []).map((p) => [p.id, p.name])), [policies.data]);
   const [editing, setEditing] = useState<Network | "new" | null>(null);
   const [deleting, setDeleting] = useState<Network | null>(null);

@@ -185,7 +185,7 @@ function Settings({ peer, onSaved }: { peer: OnePeer; onSaved: () => void }) {
 
 function Groups({ peer, onSaved }: { peer: OnePeer; onSaved: () => void }) {
   const { api } = useApp();
-  const groups = usePoll((signal) => api.get("/api/groups", { signal }), LIVE_INTERVAL_MS);
+  const groups = usePoll((signal) => api.get("/api/groups", { signal }), LIVE_INTERVAL_MS, [], ["groups"]);
   const [adding, setAdding] = useState<string | null>(null);
   const [busy, setBusy] = useState("");
   const [err, setErr] = useState("");
@@ -392,7 +392,7 @@ function Connections({ peer }: { peer: OnePeer }) {
 
 function Access({ peer }: { peer: OnePeer }) {
   const { api } = useApp();
-  const reached = usePoll((signal) => api.get("/api/peers/{peerId}/accessible-peers", { signal, path: { peerId: peer.id } }), LIVE_INTERVAL_MS, [peer.id]);
+  const reached = usePoll((signal) => api.get("/api/peers/{peerId}/accessible-peers", { signal, path: { peerId: peer.id } }), LIVE_INTERVAL_MS, [peer.id], ["peers", "groups", "policies"]);
   const access = useAccessState();
   const names = useMemo(() => new Map((access.data?.peers ?? []).map((p) => [p.id, p])), [access.data]);
   const ix = access.index;
@@ -497,7 +497,7 @@ function DeletePeer({ peer }: { peer: OnePeer }) {
 export function PeerDetailPage() {
   const { id = "" } = useParams();
   const { api } = useApp();
-  const peer = usePoll((signal) => api.get("/api/peers/{peerId}", { signal, path: { peerId: id } }), LIVE_INTERVAL_MS, [id]);
+  const peer = usePoll((signal) => api.get("/api/peers/{peerId}", { signal, path: { peerId: id } }), LIVE_INTERVAL_MS, [id], ["peers", "groups"]);
   const p = peer.data?.id === id ? peer.data : undefined;
   const gone = peer.error instanceof ApiError && peer.error.status === 404;
 

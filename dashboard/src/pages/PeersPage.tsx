@@ -166,7 +166,7 @@ function useSameChoices(next: Choice[]): Choice[] {
 
 export function PeersPage() {
   const { api } = useApp();
-  const peers = usePoll((signal) => api.get("/api/peers", { signal }), LIVE_INTERVAL_MS);
+  const peers = usePoll((signal) => api.get("/api/peers", { signal }), LIVE_INTERVAL_MS, [], ["peers"]);
   const [q, setQ] = useState<PeerQuery>(defaultQuery);
   // The list follows the search box at a lower priority than the typing
   // (React drops stale renders), so no debounce delays it.

@@ -214,8 +214,8 @@ function DeleteModal({ check, onClose, onDone }: { check: PostureCheck | null; o
 export function PostureChecksPage() {
   const { api } = useApp();
   const { me } = useCurrentUser();
-  const checks = usePoll((signal) => api.get("/api/posture-checks", { signal }), LIVE_INTERVAL_MS);
-  const policies = usePoll((signal) => api.get("/api/policies", { signal }), 10_000);
+  const checks = usePoll((signal) => api.get("/api/posture-checks", { signal }), LIVE_INTERVAL_MS, [], ["policies"]);
+  const policies = usePoll((signal) => api.get("/api/policies", { signal }), 10_000, [], ["policies"]);
   const [editing, setEditing] = useState<PostureCheck | "new" | null>(null);
   const [deleting, setDeleting] = useState<PostureCheck | null>(null);
   const usedBy = useMemo(() => {

@@ -186,9 +186,9 @@ export function RoutesPage() {
   const { api } = useApp();
   const { me } = useCurrentUser();
   const noRead = me ? deniedReason(me, "routes", "read") : "";
-  const routes = usePoll((signal) => (noRead ? Promise.resolve([] as Route[]) : api.get("/api/routes", { signal })), LIVE_INTERVAL_MS, [noRead]);
-  const groups = usePoll((signal) => api.get("/api/groups", { signal }), 10_000);
-  const peers = usePoll((signal) => api.get("/api/peers", { signal }), 10_000);
+  const routes = usePoll((signal) => (noRead ? Promise.resolve([] as Route[]) : api.get("/api/routes", { signal })), LIVE_INTERVAL_MS, [noRead], ["routes"]);
+  const groups = usePoll((signal) => api.get("/api/groups", { signal }), 10_000, [], ["groups"]);
+  const peers = usePoll((signal) => api.get("/api/peers", { signal }), 10_000, [], ["peers"]);
   const { groupData, peerData } = useOptions(groups.data, peers.data);
   const [editing, setEditing] = useState<Route | "new" | null>(null);
   const [deleting, setDeleting] = useState<Route | null>(null);

@@ -149,7 +149,7 @@ function DeleteAccount({ account, why }: { account: Account; why: string }) {
 export function SettingsPage() {
   const { api } = useApp();
   const { me } = useCurrentUser();
-  const accounts = usePoll((signal) => api.get("/api/accounts", { signal }), 30_000);
+  const accounts = usePoll((signal) => api.get("/api/accounts", { signal }), 30_000, [], ["account"]);
   const account = accounts.data?.[0];
   const [f, setF] = useState<SettingsForm | null>(null);
   const [base, setBase] = useState<Account | null>(null);

@@ -52,7 +52,7 @@ function Copy({ value, label }: { value: string; label: string }) {
 
 function CreateModal({ opened, onClose, onCreated }: { opened: boolean; onClose: () => void; onCreated: () => void }) {
   const { api, managementURL } = useApp();
-  const groups = usePoll((signal) => api.get("/api/groups", { signal }), 10_000);
+  const groups = usePoll((signal) => api.get("/api/groups", { signal }), 10_000, [], ["groups"]);
   const [f, setF] = useState<SetupKeyForm>(defaultForm);
   const [errors, setErrors] = useState<FormErrors & { form?: string }>({});
   const [busy, setBusy] = useState(false);
@@ -250,8 +250,8 @@ function ConfirmKeyModal({ pending, onClose, onDone }: { pending: Pending | null
 
 export function SetupKeysPage() {
   const { api } = useApp();
-  const keys = usePoll((signal) => api.get("/api/setup-keys", { signal }), LIVE_INTERVAL_MS);
-  const groups = usePoll((signal) => api.get("/api/groups", { signal }), 10_000);
+  const keys = usePoll((signal) => api.get("/api/setup-keys", { signal }), LIVE_INTERVAL_MS, [], ["setup-keys"]);
+  const groups = usePoll((signal) => api.get("/api/groups", { signal }), 10_000, [], ["groups"]);
   const [creating, setCreating] = useState(false);
   const [pending, setPending] = useState<Pending | null>(null);
   const groupName = useMemo(() => new Map((groups.data ?? []).map((g) => [g.id, g.name])), [groups.data]);

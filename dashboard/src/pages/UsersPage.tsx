@@ -132,7 +132,7 @@ function UserRows({
 
 function InvitesTable({ me, groupName }: { me: User | undefined; groupName: Map<string, string> }) {
   const { api } = useApp();
-  const invites = usePoll((signal) => api.get("/api/users/invites", { signal }), 5000);
+  const invites = usePoll((signal) => api.get("/api/users/invites", { signal }), 5000, [], ["users"]);
   const [err, setErr] = useState<{ id: string; msg: string } | null>(null);
   const [confirm, setConfirm] = useState<string | null>(null);
   const [fresh, setFresh] = useState<{ id: string; token: string } | null>(null);
@@ -242,8 +242,8 @@ function InvitesTable({ me, groupName }: { me: User | undefined; groupName: Map<
 export function UsersPage() {
   const { api } = useApp();
   const { me } = useCurrentUser();
-  const users = usePoll((signal) => api.get("/api/users", { signal }), LIVE_INTERVAL_MS);
-  const groups = usePoll((signal) => api.get("/api/groups", { signal }), 10_000);
+  const users = usePoll((signal) => api.get("/api/users", { signal }), LIVE_INTERVAL_MS, [], ["users"]);
+  const groups = usePoll((signal) => api.get("/api/groups", { signal }), 10_000, [], ["groups"]);
   // The service users tab has its own address (/service-users) for the navigation.
   const loc = useLocation();
   const navigate = useNavigate();
