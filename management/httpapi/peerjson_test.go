@@ -3,9 +3,14 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/store"
 )
 
 // encodingJSON is what ok writes for v.
@@ -58,7 +63,7 @@ func TestPeerJSONMatchesEncodingJSON(t *testing.T) {
 }
 
 // FuzzPeerJSON: any string a peer reports is encoded as encoding/json
-// encodes it.
+// encodes it (and so is valid JSON). Seeds in testdata/fuzz too.
 func FuzzPeerJSON(f *testing.F) {
 	for _, s := range []string{"", "a", "<>&", "\u2028", "\xff", `"\`, "\x00"} {
 		f.Add(s, 3)
@@ -66,8 +71,52 @@ func FuzzPeerJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string, n int) {
 		p := peerJSON{ID: s, Name: s, OS: s, Hostname: s, Groups: []groupMinimum{{ID: s, Name: s, PeersCount: n}}, ExtraDNSLabels: []string{s}, AccessiblePeersCount: &n}
 		want := encodingJSON(t, []peerJSON{p})
-		if got := string(appendPeers(nil, []peerJSON{p})); got != want {
+		got := string(appendPeers(nil, []peerJSON{p}))
+		if !json.Valid([]byte(got)) {
+			t.Fatalf("not valid JSON: %s", got)
+		}
+		if got != want {
 			t.Fatalf("differs from encoding/json (-want +got):\n%s", cmp.Diff(want, got))
+		}
+	})
+}
+
+// FuzzPeerListJSON: a peer as the cached list writes it (its parts
+// encoded once, spliced around the state, count and connections of the
+// answer: encodePeerList, appendPeer) is valid JSON and exactly what
+// encoding/json writes for the typed peer, whatever strings the peer,
+// its agent and its groups report. Seeds in testdata/fuzz.
+func FuzzPeerListJSON(f *testing.F) {
+	f.Add("laptop", "Debian GNU/Linux", "all", true, int64(1_700_000_000), 3, 1)
+	f.Add("<b>&\"x\"\\", "\u2028\u2029", "\xff\xfe", false, int64(0), 0, -1)
+	f.Fuzz(func(t *testing.T, name, os, group string, connected bool, seen int64, count, conns int) {
+		base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		acc := account.Account{ID: "acc", Domain: "netbird.selfhosted", Settings: account.Settings{PeerLoginExpirationEnabled: true, PeerLoginExpiration: 3600}}
+		p := account.Peer{ID: account.PeerID("p-" + name), AccountID: acc.ID, Name: name, DNSLabel: name, IP: netip.MustParseAddr("100.64.0.1"),
+			Meta:      account.Meta{Hostname: name, OS: os, OSVersion: name, KernelVersion: os, NetbirdVersion: name, UIVersion: os, SerialNumber: group},
+			CreatedAt: base, LastLogin: base.Add(-2 * time.Hour), LastSeen: base, LoginExpirationEnabled: connected, UserID: account.UserID(group)}
+		v := peerView{acc: acc, peers: []account.Peer{p}, ids: []account.PeerID{p.ID},
+			groups: []account.Group{{ID: "g-all", Name: "All", Peers: []account.PeerID{p.ID}}, {ID: account.GroupID("g-" + group), Name: group, Peers: []account.PeerID{p.ID}}}}
+		v.index()
+		l := encodePeerList(v, 1, base)
+		var cs *connCounts
+		if conns >= 0 {
+			cs = &connCounts{P2P: conns, Relayed: conns / 2, Connecting: 1}
+		}
+		s := store.PeerState{ID: p.ID, Connected: connected, LastSeen: time.Unix(seen, 0).UTC()}
+		got := l.appendPeer(nil, 0, s, base, count, cs, nil)
+		if !json.Valid(got) {
+			t.Fatalf("not valid JSON: %s", got)
+		}
+		// The reference: the typed peer with this answer's live fields.
+		p.Connected, p.LastSeen = s.Connected, s.LastSeen
+		want := v.toPeer(p, base)
+		if count >= 0 {
+			want.AccessiblePeersCount = &count
+		}
+		want.Connections = cs
+		if w := encodingJSON(t, want); string(got)+"\n" != w {
+			t.Fatalf("differs from encoding/json (-want +got):\n%s", cmp.Diff(w, string(got)+"\n"))
 		}
 	})
 }

@@ -27,7 +27,7 @@ type streamRig struct {
 	l   *peerList
 }
 
-func newStreamRig(t *testing.T, n int) streamRig {
+func newStreamRig(t testing.TB, n int) streamRig {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Config{Engine: store.SQLite, DataDir: t.TempDir()})
@@ -40,7 +40,10 @@ func newStreamRig(t *testing.T, n int) streamRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v peerView
+	var (
+		v   peerView
+		rev uint64
+	)
 	err = st.Tx(ctx, func(tx *store.Tx) error {
 		ip := acc.Network.Masked().Addr()
 		for i := range n {
@@ -56,6 +59,10 @@ func newStreamRig(t *testing.T, n int) streamRig {
 				return err
 			}
 		}
+		// The revision first, as listAllPeers reads it.
+		if _, rev, err = tx.In(acc.ID).ViewRevision(ctx); err != nil {
+			return err
+		}
 		v.peers, err = tx.In(acc.ID).Peers(ctx)
 		return err
 	})
@@ -67,7 +74,7 @@ func newStreamRig(t *testing.T, n int) streamRig {
 		v.ids = append(v.ids, p.ID)
 	}
 	v.index()
-	return streamRig{st: st, api: New(Options{Store: st}), acc: acc, l: encodePeerList(v, 0, base)}
+	return streamRig{st: st, api: New(Options{Store: st}), acc: acc, l: encodePeerList(v, rev, base)}
 }
 
 // TestPeerStatesRead: states streamed in the list's order are placed and
@@ -104,6 +111,24 @@ func TestPeerStatesRead(t *testing.T) {
 	ps = newPeerStates(len(rev.peers))
 	if in, err := ps.read(ctx, rig.st, rig.acc.ID, rev, false); err != nil || in != len(rev.peers) || !allTrue(ps.live) {
 		t.Errorf("read first, out of order: %d final, err %v; want all placed", in, err)
+	}
+
+	// A list encoded at an older revision (the states are read by ID,
+	// and a peer added since is not the list's) and one at the current
+	// revision that does not hold the account's peers (never expected:
+	// positions cannot be trusted, so refused).
+	old := &peerList{rev: rig.l.rev - 1, peers: rig.l.peers, index: rig.l.index}
+	ps = newPeerStates(len(old.peers))
+	if in, err := ps.read(ctx, rig.st, rig.acc.ID, old, true); err != nil || in != len(old.peers) || !allTrue(ps.live) || ps.states[7].ID != old.peers[7].p.ID {
+		t.Errorf("streamed read at an older revision: %d final, err %v; want all placed by ID", in, err)
+	}
+	short := &peerList{rev: rig.l.rev, peers: rig.l.peers[:100], index: map[account.PeerID]int{}}
+	for i, lp := range short.peers {
+		short.index[lp.p.ID] = i
+	}
+	ps = newPeerStates(len(short.peers))
+	if _, err := ps.read(ctx, rig.st, rig.acc.ID, short, true); !errors.Is(err, errStatesDisordered) {
+		t.Errorf("streamed read at the revision of a list missing peers: %v, want %v", err, errStatesDisordered)
 	}
 }
 

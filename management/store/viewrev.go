@@ -66,15 +66,17 @@ func (a *AccountTx) EachPeerState(ctx context.Context, fn func(PeerState) error)
 		return mapErr(err)
 	}
 	defer rs.Close()
-	// Scanned into the same variables row after row: no allocation per
-	// row but the ID's string.
+	// Scanned into the same variables row after row, through one
+	// destination slice (Scan's variadic slice escapes: built per row it
+	// was 48 bytes a row): no allocation per row but the driver's.
 	var (
 		id   string
 		s    PeerState
 		seen int64
 	)
+	dest := []any{&id, &s.Connected, &seen}
 	for rs.Next() {
-		if err := rs.Scan(&id, &s.Connected, &seen); err != nil {
+		if err := rs.Scan(dest...); err != nil {
 			return mapErr(err)
 		}
 		s.ID, s.LastSeen = account.PeerID(id), fromNanos(seen)
@@ -83,4 +85,44 @@ func (a *AccountTx) EachPeerState(ctx context.Context, fn func(PeerState) error)
 		}
 	}
 	return mapErr(rs.Err())
+}
+
+// peerStatesAtSQL reads the connection states alone, without the IDs, in
+// Peers' order, and only while the account's view revision is the one
+// given: the revision and the rows are read by one statement, so from one
+// snapshot, and every insert and delete of a peer bumps the revision in
+// its own transaction, so at that revision the rows are, position by
+// position, the peers a list read at it holds. Without the ID column the
+// read takes about a third less CPU and allocates a sixth as much (on
+// SQLite, 10,000 peers: 3.3 ms and 80 KB against 5.0 ms and 480 KB).
+const peerStatesAtSQL = `SELECT connected, last_seen FROM peers WHERE account_id = ? AND (SELECT view_rev FROM accounts WHERE id = ?) = ? ORDER BY created_at, id`
+
+// EachPeerStateAt calls fn with the position and connection state of
+// each of the account's peers, in the order Peers lists them, if the
+// account's view revision is still rev, and returns how many it read: 0
+// when the revision has moved on (a peer may have been added or deleted,
+// so positions say nothing; EachPeerState reads them with their IDs) or
+// the account has no peers. It stops at fn's first error.
+func (a *AccountTx) EachPeerStateAt(ctx context.Context, rev uint64, fn func(i int, connected bool, lastSeen time.Time) error) (int, error) {
+	rs, err := a.q().query(ctx, peerStatesAtSQL, string(a.id), string(a.id), int64(rev))
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	defer rs.Close()
+	var (
+		connected bool
+		seen      int64
+		n         int
+	)
+	dest := []any{&connected, &seen}
+	for rs.Next() {
+		if err := rs.Scan(dest...); err != nil {
+			return n, mapErr(err)
+		}
+		if err := fn(n, connected, fromNanos(seen)); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, mapErr(rs.Err())
 }
