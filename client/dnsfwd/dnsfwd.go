@@ -7,9 +7,12 @@
 // a while, so that the route firewall lets traffic through to exactly
 // those addresses (policies keep working for domain resources).
 //
-// Everything learned is capped (addresses per name, names per route,
-// addresses overall) and expires; the forwarder does not touch the
-// firewall itself: the owner reads Learned after OnChange.
+// Only the sources a route's policy lets reach the route may ask about its
+// names (Route.Sources); everything learned is capped (addresses per name,
+// names per route, the least recently asked name giving way), each source
+// may add new names only at a bounded rate, and everything expires; the
+// forwarder does not touch the firewall itself: the owner reads Learned
+// after OnChange.
 package dnsfwd
 
 import (
@@ -24,6 +27,9 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/wiremesh/wiremesh/internal/dnsname"
+	"github.com/wiremesh/wiremesh/internal/ratelimit"
 )
 
 // Defaults of Options.
@@ -38,10 +44,14 @@ const (
 	DefaultHold = 10 * time.Minute
 	// DefaultMaxPerName caps the addresses kept (and answered) per name.
 	DefaultMaxPerName = 32
-	// DefaultMaxNames caps the names remembered per route.
+	// DefaultMaxNames caps the names remembered per route; a new name
+	// past it takes the place of the one asked about least recently.
 	DefaultMaxNames = 256
-	// DefaultMaxTotal caps the addresses remembered overall.
-	DefaultMaxTotal = 4096
+	// DefaultSourceBurst new names may be added by one source at once,
+	// then one more per DefaultSourceRefill: one peer cannot push every
+	// name the others use out of a route (MaxNames).
+	DefaultSourceBurst  = 64
+	DefaultSourceRefill = 5 * time.Second
 	// DefaultMaxInflight caps the lookups running at once: peers cannot
 	// make the forwarder hold unbounded goroutines and sockets.
 	DefaultMaxInflight = 64
@@ -56,6 +66,9 @@ type Route struct {
 	// Domains are lower-case names without the trailing dot; "*.x" covers
 	// x and every name under it.
 	Domains []string
+	// Sources may ask about the route's names (the sources its route
+	// firewall rules accept, within the overlay); none: nobody may.
+	Sources []netip.Prefix
 }
 
 // Key is the key of a route with these domains, as Route.Key: domain
@@ -63,13 +76,11 @@ type Route struct {
 func Key(domains []string) string {
 	ds := make([]string, 0, len(domains))
 	for _, d := range domains {
-		ds = append(ds, normalize(d))
+		ds = append(ds, dnsname.Normalize(d))
 	}
 	slices.Sort(ds)
 	return strings.Join(slices.Compact(ds), ",")
 }
-
-func normalize(d string) string { return strings.TrimSuffix(strings.ToLower(d), ".") }
 
 // LookupFunc resolves host to addresses of network ("ip4" or "ip6"), as
 // net.Resolver.LookupNetIP.
@@ -83,13 +94,17 @@ type Options struct {
 	// Lookup resolves names with the host's resolver
 	// (net.DefaultResolver.LookupNetIP).
 	Lookup LookupFunc
-	// Hold is DefaultHold; MaxPerName, MaxNames and MaxTotal the caps.
-	Hold                                        time.Duration
-	MaxPerName, MaxNames, MaxTotal, MaxInflight int
+	// Hold is DefaultHold; MaxPerName, MaxNames and MaxInflight the caps;
+	// SourceBurst and SourceRefill the rate of new names per source.
+	Hold                              time.Duration
+	MaxPerName, MaxNames, MaxInflight int
+	SourceBurst                       int
+	SourceRefill                      time.Duration
 	// OnChange is called, outside the forwarder's lock, whenever the
 	// learned addresses change (an answer added some, some expired, a
-	// route went away).
-	OnChange func()
+	// route went away); ctx ends with Close, so that an answer waiting
+	// for the owner to apply the change does not hold Close up.
+	OnChange func(ctx context.Context)
 }
 
 // Forwarder answers the names of the routes it is given (see the package
@@ -99,12 +114,19 @@ type Forwarder struct {
 
 	mu     sync.Mutex
 	routes []Route
-	// learned: route key -> name -> address -> expiry.
-	learned map[string]map[string]map[netip.Addr]time.Time
-	total   int
+	// learned: route key -> name -> what it resolved to.
+	learned map[string]map[string]*entry
 
-	inflight chan struct{} // one token per lookup running
+	inflight chan struct{}      // one token per lookup running
+	newNames *ratelimit.Limiter // new names per source
 	srv      server
+}
+
+// entry is what one name of a route resolved to: address -> expiry, and
+// when it was last asked about (the least recent gives way at MaxNames).
+type entry struct {
+	addrs map[netip.Addr]time.Time
+	used  time.Time
 }
 
 // New returns a forwarder serving no route yet.
@@ -127,13 +149,17 @@ func New(o Options) *Forwarder {
 	if o.MaxNames <= 0 {
 		o.MaxNames = DefaultMaxNames
 	}
-	if o.MaxTotal <= 0 {
-		o.MaxTotal = DefaultMaxTotal
-	}
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = DefaultMaxInflight
 	}
-	return &Forwarder{o: o, learned: map[string]map[string]map[netip.Addr]time.Time{}, inflight: make(chan struct{}, o.MaxInflight)}
+	if o.SourceBurst <= 0 {
+		o.SourceBurst = DefaultSourceBurst
+	}
+	if o.SourceRefill <= 0 {
+		o.SourceRefill = DefaultSourceRefill
+	}
+	return &Forwarder{o: o, learned: map[string]map[string]*entry{}, inflight: make(chan struct{}, o.MaxInflight),
+		newNames: ratelimit.New(ratelimit.Options{Burst: o.SourceBurst, Refill: o.SourceRefill, Now: o.Now})}
 }
 
 // SetRoutes replaces the routes served. What was learned for a route no
@@ -146,17 +172,14 @@ func (f *Forwarder) SetRoutes(rs []Route) bool {
 	for _, r := range rs {
 		ds := make([]string, 0, len(r.Domains))
 		for _, d := range r.Domains {
-			ds = append(ds, normalize(d))
+			ds = append(ds, dnsname.Normalize(d))
 		}
-		f.routes = append(f.routes, Route{Key: r.Key, Domains: ds})
+		f.routes = append(f.routes, Route{Key: r.Key, Domains: ds, Sources: slices.Clone(r.Sources)})
 		keep[r.Key] = true
 	}
 	changed := false
-	for k, byName := range f.learned {
+	for k := range f.learned {
 		if !keep[k] {
-			for _, addrs := range byName {
-				f.total -= len(addrs)
-			}
 			delete(f.learned, k)
 			changed = true
 		}
@@ -165,32 +188,23 @@ func (f *Forwarder) SetRoutes(rs []Route) bool {
 	return changed
 }
 
-func (f *Forwarder) changed() {
+func (f *Forwarder) changed(ctx context.Context) {
 	if f.o.OnChange != nil {
-		f.o.OnChange()
+		f.o.OnChange(ctx)
 	}
 }
 
 // match returns the keys of the routes whose domains cover name (lower
-// case, no trailing dot). f.mu held.
-func (f *Forwarder) match(name string) []string {
+// case, no trailing dot) and that src may ask about. f.mu held.
+func (f *Forwarder) match(src netip.Addr, name string) []string {
 	var keys []string
 	for _, r := range f.routes {
-		if slices.ContainsFunc(r.Domains, func(d string) bool { return Covers(d, name) }) {
+		if slices.ContainsFunc(r.Domains, func(d string) bool { return dnsname.Covers(d, name) }) &&
+			slices.ContainsFunc(r.Sources, func(p netip.Prefix) bool { return p.Contains(src) }) {
 			keys = append(keys, r.Key)
 		}
 	}
 	return keys
-}
-
-// Covers reports whether domain pattern d ("x" or "*.x", lower case, no
-// trailing dot) covers name: equal to it, or, for a wildcard, equal to its
-// base or under it (NetBird's matching).
-func Covers(d, name string) bool {
-	if base, ok := strings.CutPrefix(d, "*."); ok {
-		return name == base || strings.HasSuffix(name, "."+base)
-	}
-	return name == d
 }
 
 // Learned is, per route key, the addresses currently allowed (sorted,
@@ -203,8 +217,8 @@ func (f *Forwarder) Learned() map[string][]netip.Prefix {
 	out := make(map[string][]netip.Prefix, len(f.learned))
 	for k, byName := range f.learned {
 		var ps []netip.Prefix
-		for _, addrs := range byName {
-			for a, until := range addrs {
+		for _, e := range byName {
+			for a, until := range e.addrs {
 				if now.Before(until) {
 					ps = append(ps, netip.PrefixFrom(a, a.BitLen()))
 				}
@@ -221,9 +235,11 @@ func (f *Forwarder) Learned() map[string][]netip.Prefix {
 
 // Sweep forgets what has expired and calls OnChange when anything did
 // (Listen runs it every sweepEvery).
-func (f *Forwarder) Sweep() {
+func (f *Forwarder) Sweep() { f.sweep(context.Background()) }
+
+func (f *Forwarder) sweep(ctx context.Context) {
 	if f.expire() {
-		f.changed()
+		f.changed(ctx)
 	}
 }
 
@@ -234,15 +250,14 @@ func (f *Forwarder) expire() bool {
 	defer f.mu.Unlock()
 	dropped := false
 	for k, byName := range f.learned {
-		for name, addrs := range byName {
-			for a, until := range addrs {
+		for name, e := range byName {
+			for a, until := range e.addrs {
 				if !now.Before(until) {
-					delete(addrs, a)
-					f.total--
+					delete(e.addrs, a)
 					dropped = true
 				}
 			}
-			if len(addrs) == 0 {
+			if len(e.addrs) == 0 {
 				delete(byName, name)
 			}
 		}
@@ -253,52 +268,63 @@ func (f *Forwarder) expire() bool {
 	return dropped
 }
 
-// errFull: a cap keeps the answer's addresses from being allowed.
-var errFull = errors.New("too many learned addresses")
-
-// learn records addrs as name's (for every route in keys) until now+Hold.
-// f.mu held. It reports whether anything new was learned; errFull when a
-// cap left some out.
-func (f *Forwarder) learn(keys []string, name string, addrs []netip.Addr) (bool, error) {
-	until := f.o.Now().Add(f.o.Hold)
-	added := false
-	var err error
+// learn records addrs as name's (for every route in keys) until now+Hold;
+// a new name past MaxNames takes the place of the one asked about least
+// recently. f.mu held. It reports whether the addresses allowed changed
+// and whether name was new to any route.
+func (f *Forwarder) learn(keys []string, name string, addrs []netip.Addr) (changed, isNew bool) {
+	now := f.o.Now()
+	until := now.Add(f.o.Hold)
 	for _, k := range keys {
 		byName := f.learned[k]
 		if byName == nil {
-			byName = map[string]map[netip.Addr]time.Time{}
+			byName = map[string]*entry{}
 			f.learned[k] = byName
 		}
-		have := byName[name]
-		if have == nil {
+		e := byName[name]
+		if e == nil {
+			if len(addrs) == 0 {
+				continue
+			}
 			if len(byName) >= f.o.MaxNames {
-				err = errFull
-				continue
+				f.evictLRU(byName)
+				changed = true
 			}
-			have = map[netip.Addr]time.Time{}
-			byName[name] = have
+			e = &entry{addrs: map[netip.Addr]time.Time{}}
+			byName[name] = e
+			isNew = true
 		}
+		e.used = now
 		for _, a := range addrs {
-			if _, ok := have[a]; ok {
-				have[a] = until
-				continue
+			if _, ok := e.addrs[a]; !ok {
+				if len(e.addrs) >= f.o.MaxPerName {
+					continue
+				}
+				changed = true
 			}
-			if len(have) >= f.o.MaxPerName || f.total >= f.o.MaxTotal {
-				err = errFull
-				continue
-			}
-			have[a] = until
-			f.total++
-			added = true
-		}
-		if len(have) == 0 {
-			delete(byName, name)
-		}
-		if len(byName) == 0 {
-			delete(f.learned, k)
+			e.addrs[a] = until
 		}
 	}
-	return added, err
+	return changed, isNew
+}
+
+// evictLRU forgets the name of byName asked about least recently. f.mu
+// held.
+func (f *Forwarder) evictLRU(byName map[string]*entry) {
+	var oldest string
+	var at time.Time
+	for n, e := range byName {
+		if oldest == "" || e.used.Before(at) || (e.used.Equal(at) && n < oldest) {
+			oldest, at = n, e.used
+		}
+	}
+	f.o.Log.Debug("DNS forwarder: a route's names are at their cap; the least recently asked goes", "name", oldest, "max_names", f.o.MaxNames)
+	delete(byName, oldest)
+}
+
+// known reports whether name is learned for any route of keys. f.mu held.
+func (f *Forwarder) known(keys []string, name string) bool {
+	return slices.ContainsFunc(keys, func(k string) bool { return f.learned[k][name] != nil })
 }
 
 // cached is what name is known to resolve to (for an answer when the
@@ -307,7 +333,11 @@ func (f *Forwarder) cached(keys []string, name string, qtype uint16) []netip.Add
 	var out []netip.Addr
 	now := f.o.Now()
 	for _, k := range keys {
-		for a, until := range f.learned[k][name] {
+		e := f.learned[k][name]
+		if e == nil {
+			continue
+		}
+		for a, until := range e.addrs {
 			if now.Before(until) && a.Is4() == (qtype == dns.TypeA) {
 				out = append(out, a)
 			}
@@ -317,9 +347,11 @@ func (f *Forwarder) cached(keys []string, name string, qtype uint16) []netip.Add
 	return slices.Compact(out)
 }
 
-// Answer is the reply to q.
-func (f *Forwarder) Answer(ctx context.Context, q *dns.Msg) *dns.Msg {
+// Answer is the reply to q from src (a peer's overlay address): names of
+// the routes src may reach are answered, everything else is REFUSED.
+func (f *Forwarder) Answer(ctx context.Context, src netip.Addr, q *dns.Msg) *dns.Msg {
 	m := new(dns.Msg)
+	m.Compress = true // 32 records of one name: no amplification
 	switch {
 	case q.Response || len(q.Question) != 1:
 		return m.SetRcodeFormatError(q)
@@ -330,13 +362,15 @@ func (f *Forwarder) Answer(ctx context.Context, q *dns.Msg) *dns.Msg {
 	if _, ok := dns.IsDomainName(qu.Name); !ok {
 		return m.SetRcodeFormatError(q)
 	}
-	name := normalize(qu.Name)
+	name := dnsname.Normalize(qu.Name)
+	src = src.Unmap()
 	f.mu.Lock()
-	keys := f.match(name)
+	keys := f.match(src, name)
 	f.mu.Unlock()
 	if len(keys) == 0 || (qu.Qclass != dns.ClassINET && qu.Qclass != dns.ClassANY) {
-		// Not a name of a route this peer serves: no open resolver for
-		// the mesh (NetBird's forwarder refuses them too).
+		// Not a name of a route this peer serves to src: no open
+		// resolver for the mesh (NetBird's forwarder refuses them too),
+		// and no look into a resource's DNS without its policy.
 		return m.SetRcode(q, dns.RcodeRefused)
 	}
 	m.SetReply(q)
@@ -346,10 +380,6 @@ func (f *Forwarder) Answer(ctx context.Context, q *dns.Msg) *dns.Msg {
 		// NXDOMAIN that would poison the name's addresses too.
 		return m
 	}
-	network := "ip4"
-	if qu.Qtype == dns.TypeAAAA {
-		network = "ip6"
-	}
 	select {
 	case f.inflight <- struct{}{}:
 	default:
@@ -357,16 +387,9 @@ func (f *Forwarder) Answer(ctx context.Context, q *dns.Msg) *dns.Msg {
 		m.Rcode = dns.RcodeServerFailure
 		return m
 	}
-	lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-	addrs, err := f.o.Lookup(lctx, network, name)
-	cancel()
+	addrs, rcode, err := f.resolve(ctx, name, qu.Qtype)
 	<-f.inflight
 	if err != nil {
-		var de *net.DNSError
-		if errors.As(err, &de) && de.IsNotFound {
-			m.Rcode = dns.RcodeNameError
-			return m
-		}
 		f.mu.Lock()
 		addrs = f.cached(keys, name, qu.Qtype)
 		f.mu.Unlock()
@@ -376,26 +399,37 @@ func (f *Forwarder) Answer(ctx context.Context, q *dns.Msg) *dns.Msg {
 			return m
 		}
 		f.o.Log.Debug("DNS forwarder: upstream failed, answering what the name had", "name", name, "err", err)
-	}
-	addrs = usable(addrs, qu.Qtype, f.o.MaxPerName)
-	f.mu.Lock()
-	added, err := f.learn(keys, name, addrs)
-	f.mu.Unlock()
-	if err != nil {
-		// Answering addresses the route firewall will not let through
-		// would only make the client's connections hang.
-		f.o.Log.Warn("DNS forwarder: name not answered, a cap on learned addresses is reached", "name", name,
-			"max_per_name", f.o.MaxPerName, "max_names", f.o.MaxNames, "max_total", f.o.MaxTotal)
-		m.Rcode = dns.RcodeServerFailure
-		if added {
-			f.changed()
-		}
+	} else if rcode != dns.RcodeSuccess {
+		m.Rcode = rcode
 		return m
 	}
-	if added {
+	addrs = usable(addrs, qu.Qtype, f.o.MaxPerName)
+	if len(addrs) == 0 {
+		return m // NODATA
+	}
+	f.mu.Lock()
+	var res *ratelimit.Reservation
+	if !f.known(keys, name) {
+		// A name new to the routes costs src one of its new names.
+		var err error
+		if res, err = f.newNames.Reserve(ratelimit.Key{Src: src}); err != nil {
+			f.mu.Unlock()
+			f.o.Log.Debug("DNS forwarder: a peer asks about too many new names", "src", src, "name", name, "err", err)
+			m.Rcode = dns.RcodeServerFailure
+			return m
+		}
+	}
+	changed, isNew := f.learn(keys, name, addrs)
+	f.mu.Unlock()
+	if isNew {
+		res.Fail() // spent
+	} else {
+		res.Success() // nil-safe: a known name costs nothing
+	}
+	if changed {
 		// Before the answer leaves: the client's first packet must find
 		// the firewall open.
-		f.changed()
+		f.changed(ctx)
 	}
 	hdr := dns.RR_Header{Name: qu.Name, Rrtype: qu.Qtype, Class: dns.ClassINET, Ttl: AnswerTTL}
 	for _, a := range addrs {
@@ -406,6 +440,45 @@ func (f *Forwarder) Answer(ctx context.Context, q *dns.Msg) *dns.Msg {
 		}
 	}
 	return m
+}
+
+// resolve looks name up for qtype's family. A name that does not exist in
+// that family (Go's resolver reports NXDOMAIN and NODATA alike as
+// IsNotFound) is NXDOMAIN only when the other family has no address
+// either: an IPv4-only name's AAAA question gets NODATA, or resolvers
+// would cache the whole name as nonexistent (RFC 8020) and musl's
+// getaddrinfo would fail outright. err: the upstream failed.
+func (f *Forwarder) resolve(ctx context.Context, name string, qtype uint16) (_ []netip.Addr, rcode int, _ error) {
+	network, other := "ip4", "ip6"
+	if qtype == dns.TypeAAAA {
+		network, other = "ip6", "ip4"
+	}
+	lookup := func(network string) ([]netip.Addr, error) {
+		lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		defer cancel()
+		return f.o.Lookup(lctx, network, name)
+	}
+	addrs, err := lookup(network)
+	if err == nil {
+		return addrs, dns.RcodeSuccess, nil
+	}
+	if !notFound(err) {
+		return nil, 0, err
+	}
+	oaddrs, oerr := lookup(other)
+	if oerr == nil && len(oaddrs) > 0 {
+		return nil, dns.RcodeSuccess, nil // NODATA
+	}
+	if oerr != nil && !notFound(oerr) {
+		// Unknown whether the name exists: NODATA poisons less.
+		return nil, dns.RcodeSuccess, nil
+	}
+	return nil, dns.RcodeNameError, nil
+}
+
+func notFound(err error) bool {
+	var de *net.DNSError
+	return errors.As(err, &de) && de.IsNotFound
 }
 
 // usable keeps the addresses of qtype's family that may be routed (no

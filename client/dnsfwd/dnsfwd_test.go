@@ -14,7 +14,10 @@ import (
 	"github.com/miekg/dns"
 )
 
-// fakeDNS is the host's resolver: names to addresses, some failing.
+// fakeDNS is the host's resolver: names to addresses, some failing. It
+// reports as Go's resolver does: a name without an address of the family
+// asked (NODATA) is the same IsNotFound error as a name that does not
+// exist, and an empty answer never comes without an error.
 type fakeDNS struct {
 	mu    sync.Mutex
 	names map[string][]netip.Addr
@@ -39,8 +42,18 @@ func (r *fakeDNS) lookup(_ context.Context, network, host string) ([]netip.Addr,
 			out = append(out, a)
 		}
 	}
+	if len(out) == 0 {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
 	return out, nil
 }
+
+// peerSrc is the overlay address the tests ask from; overlay the routes'
+// sources.
+var (
+	peerSrc = netip.MustParseAddr("100.70.0.2")
+	overlay = netip.MustParsePrefix("100.64.0.0/10")
+)
 
 type clock struct{ t time.Time }
 
@@ -66,7 +79,7 @@ func ask(t *testing.T, f *Forwarder, name string, qtype uint16) *dns.Msg {
 	t.Helper()
 	q := new(dns.Msg)
 	q.SetQuestion(dns.Fqdn(name), qtype)
-	return f.Answer(context.Background(), q)
+	return f.Answer(context.Background(), peerSrc, q)
 }
 
 func answerAddrs(m *dns.Msg) []string {
@@ -89,17 +102,17 @@ func newTest(t *testing.T, o Options) (*Forwarder, *fakeDNS, *clock, *int) {
 		"svc.corp.test":        addrs("10.20.0.8"),
 		"other.test":           addrs("192.0.2.1"),
 		"lo.svc.corp.test":     addrs("127.0.0.1", "169.254.1.1", "10.20.0.9"),
-		"nodata.svc.corp.test": nil,
+		"v6only.svc.corp.test": addrs("fd00::9"),
 		"flaky.svc.corp.test":  addrs("10.20.0.10"),
 	}, fail: map[string]bool{}}
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	changes := new(int)
 	o.Lookup, o.Now = up.lookup, c.now
-	o.OnChange = func() { *changes++ }
+	o.OnChange = func(context.Context) { *changes++ }
 	f := New(o)
 	f.SetRoutes([]Route{
-		{Key: Key([]string{"app.corp.test"}), Domains: []string{"App.Corp.Test."}},
-		{Key: Key([]string{"*.svc.corp.test"}), Domains: []string{"*.svc.corp.test"}},
+		{Key: Key([]string{"app.corp.test"}), Domains: []string{"App.Corp.Test."}, Sources: []netip.Prefix{overlay}},
+		{Key: Key([]string{"*.svc.corp.test"}), Domains: []string{"*.svc.corp.test"}, Sources: []netip.Prefix{overlay}},
 	})
 	return f, up, c, changes
 }
@@ -132,7 +145,11 @@ func TestAnswer(t *testing.T) {
 		{"a sibling of the exact name", "x.app.corp.test", dns.TypeA, dns.RcodeRefused, nil, map[string][]netip.Prefix{}},
 		{"suffix without a dot", "xsvc.corp.test", dns.TypeA, dns.RcodeRefused, nil, map[string][]netip.Prefix{}},
 		{"unknown name", "nope.svc.corp.test", dns.TypeA, dns.RcodeNameError, nil, map[string][]netip.Prefix{}},
-		{"no address", "nodata.svc.corp.test", dns.TypeA, dns.RcodeSuccess, nil, map[string][]netip.Prefix{}},
+		{"unknown name AAAA", "nope.svc.corp.test", dns.TypeAAAA, dns.RcodeNameError, nil, map[string][]netip.Prefix{}},
+		// Go reports NODATA as not found: the forwarder must not turn it
+		// into NXDOMAIN (the name's A records would be cached away too).
+		{"AAAA of an IPv4-only name is NODATA", "app.corp.test", dns.TypeAAAA, dns.RcodeSuccess, nil, map[string][]netip.Prefix{}},
+		{"A of an IPv6-only name is NODATA", "v6only.svc.corp.test", dns.TypeA, dns.RcodeSuccess, nil, map[string][]netip.Prefix{}},
 		{"other type is NODATA", "app.corp.test", dns.TypeMX, dns.RcodeSuccess, nil, map[string][]netip.Prefix{}},
 	}
 	for _, tc := range cases {
@@ -219,21 +236,32 @@ func TestCaps(t *testing.T) {
 			t.Fatalf("answers (-want +got):\n%s", d)
 		}
 	})
-	t.Run("names per route", func(t *testing.T) {
-		f, up, _, _ := newTest(t, Options{MaxNames: 2})
-		for _, n := range []string{"a", "b", "c"} {
-			up.names[n+".svc.corp.test"] = addrs("10.1.0." + map[string]string{"a": "1", "b": "2", "c": "3"}[n])
+	t.Run("names per route: the least recently asked gives way", func(t *testing.T) {
+		f, up, c, _ := newTest(t, Options{MaxNames: 2})
+		for n, a := range map[string]string{"a": "10.1.0.1", "b": "10.1.0.2", "c": "10.1.0.3"} {
+			up.names[n+".svc.corp.test"] = addrs(a)
 		}
 		ask(t, f, "a.svc.corp.test", dns.TypeA)
+		c.t = c.t.Add(time.Second)
 		ask(t, f, "b.svc.corp.test", dns.TypeA)
-		if m := ask(t, f, "c.svc.corp.test", dns.TypeA); m.Rcode != dns.RcodeServerFailure {
-			t.Fatalf("third name: rcode %s, want SERVFAIL", dns.RcodeToString[m.Rcode])
+		c.t = c.t.Add(time.Second)
+		ask(t, f, "a.svc.corp.test", dns.TypeA) // a in use again: b is the oldest
+		c.t = c.t.Add(time.Second)
+		if m := ask(t, f, "c.svc.corp.test", dns.TypeA); m.Rcode != dns.RcodeSuccess {
+			t.Fatalf("third name: rcode %s, want NOERROR", dns.RcodeToString[m.Rcode])
 		}
-		if m := ask(t, f, "a.svc.corp.test", dns.TypeA); m.Rcode != dns.RcodeSuccess {
-			t.Fatalf("known name past the cap: rcode %s, want NOERROR", dns.RcodeToString[m.Rcode])
+		want := prefixes("10.1.0.1/32", "10.1.0.3/32")
+		if d := cmp.Diff(want, f.Learned()[Key([]string{"*.svc.corp.test"})], cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); d != "" {
+			t.Fatalf("learned (-want +got):\n%s", d)
 		}
-		if got := f.Learned()[Key([]string{"*.svc.corp.test"})]; len(got) != 2 {
-			t.Fatalf("learned %v, want 2 addresses", got)
+	})
+	t.Run("names per route are per route", func(t *testing.T) {
+		f, up, _, _ := newTest(t, Options{MaxNames: 1})
+		up.names["a.svc.corp.test"] = addrs("10.1.0.1")
+		ask(t, f, "a.svc.corp.test", dns.TypeA)
+		ask(t, f, "app.corp.test", dns.TypeA)
+		if got := f.Learned(); len(got) != 2 {
+			t.Fatalf("learned %v: one route's cap took the other's name", got)
 		}
 	})
 	t.Run("in flight", func(t *testing.T) {
@@ -244,7 +272,7 @@ func TestCaps(t *testing.T) {
 			<-release
 			return addrs("10.20.0.5"), nil
 		}})
-		f.SetRoutes([]Route{{Key: "app.corp.test", Domains: []string{"app.corp.test"}}})
+		f.SetRoutes([]Route{{Key: "app.corp.test", Domains: []string{"app.corp.test"}, Sources: []netip.Prefix{overlay}}})
 		done := make(chan *dns.Msg)
 		go func() { done <- ask(t, f, "app.corp.test", dns.TypeA) }()
 		<-started
@@ -256,13 +284,6 @@ func TestCaps(t *testing.T) {
 			t.Errorf("first lookup: rcode %s", dns.RcodeToString[m.Rcode])
 		}
 	})
-	t.Run("total", func(t *testing.T) {
-		f, _, _, _ := newTest(t, Options{MaxTotal: 2})
-		ask(t, f, "db.svc.corp.test", dns.TypeA) // 2 addresses
-		if m := ask(t, f, "app.corp.test", dns.TypeA); m.Rcode != dns.RcodeServerFailure {
-			t.Fatalf("past the total: rcode %s, want SERVFAIL", dns.RcodeToString[m.Rcode])
-		}
-	})
 }
 
 // TestSetRoutesForgets: a route no longer served loses what it learned;
@@ -271,7 +292,7 @@ func TestSetRoutesForgets(t *testing.T) {
 	f, _, _, _ := newTest(t, Options{})
 	ask(t, f, "app.corp.test", dns.TypeA)
 	ask(t, f, "db.svc.corp.test", dns.TypeA)
-	if !f.SetRoutes([]Route{{Key: Key([]string{"app.corp.test"}), Domains: []string{"app.corp.test"}}}) {
+	if !f.SetRoutes([]Route{{Key: Key([]string{"app.corp.test"}), Domains: []string{"app.corp.test"}, Sources: []netip.Prefix{overlay}}}) {
 		t.Errorf("no change reported for a dropped route")
 	}
 	got := f.Learned()
@@ -283,16 +304,22 @@ func TestSetRoutesForgets(t *testing.T) {
 	}
 }
 
-// TestListen serves over UDP and TCP on two ports and stops cleanly.
+// TestListen serves over UDP and TCP and stops cleanly; it may listen
+// again after Close (the engine moves it to another port).
 func TestListen(t *testing.T) {
 	defer noLeaks(t)
 	f, _, _, _ := newTest(t, Options{})
-	ports := freePorts(t, 2)
-	if err := f.Listen(ports...); err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, ap := range ports {
+	f.SetRoutes([]Route{{Key: Key([]string{"app.corp.test"}), Domains: []string{"app.corp.test"},
+		Sources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
+	for range 2 {
+		pc, ln, err := Bind(netip.MustParseAddrPort("127.0.0.1:0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ap := pc.LocalAddr().(*net.UDPAddr).AddrPort()
+		if err := f.Serve(pc, ln); err != nil {
+			t.Fatal(err)
+		}
 		for _, netw := range []string{"udp", "tcp"} {
 			c := &dns.Client{Net: netw, Timeout: 2 * time.Second}
 			q := new(dns.Msg)
@@ -305,55 +332,34 @@ func TestListen(t *testing.T) {
 				t.Fatalf("%s %s: answers %v", netw, ap, got)
 			}
 		}
+		if err := f.Listen(netip.MustParseAddrPort("127.0.0.1:0")); err == nil {
+			t.Fatal("second Listen succeeded")
+		}
+		f.Close()
+		f.Close()
 	}
-	if err := f.Listen(ports[0]); err == nil {
-		t.Fatal("second Listen succeeded")
-	}
-	f.Close()
-	f.Close()
 }
 
-// TestListenFailureLeavesNothing: a port taken fails Listen and leaves
-// the other port free.
+// TestListenFailureLeavesNothing: a TCP port taken fails Listen and leaves
+// the UDP port it had bound free.
 func TestListenFailureLeavesNothing(t *testing.T) {
 	defer noLeaks(t)
-	ports := freePorts(t, 1)
-	taken, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ports[0]))
+	taken, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	free := freePorts(t, 1)[0]
+	ap := taken.Addr().(*net.TCPAddr).AddrPort()
 	f, _, _, _ := newTest(t, Options{})
-	if err := f.Listen(free, ports[0]); err == nil {
+	if err := f.Listen(ap); err == nil {
 		f.Close()
 		t.Fatal("Listen on a taken port succeeded")
 	}
-	pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(free))
+	pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
 	if err != nil {
-		t.Fatalf("the free port stayed taken: %v", err)
+		t.Fatalf("the UDP port stayed taken: %v", err)
 	}
 	pc.Close()
-}
-
-func freePorts(t *testing.T, n int) []netip.AddrPort {
-	t.Helper()
-	var out []netip.AddrPort
-	for len(out) < n {
-		l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ap := l.Addr().(*net.TCPAddr).AddrPort()
-		l.Close()
-		u, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
-		if err != nil {
-			continue
-		}
-		u.Close()
-		out = append(out, ap)
-	}
-	return out
 }
 
 // noLeaks fails when a goroutine of this package outlives the test.
@@ -377,4 +383,113 @@ func noLeaks(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestSources: only the sources a route's policy accepts may ask about
+// its names (not every peer of the mesh, nor a LAN host reaching the
+// overlay address); others are REFUSED without a lookup.
+func TestSources(t *testing.T) {
+	f, up, _, _ := newTest(t, Options{})
+	peer := netip.MustParsePrefix("100.70.0.2/32")
+	f.SetRoutes([]Route{{Key: Key([]string{"app.corp.test"}), Domains: []string{"app.corp.test"}, Sources: []netip.Prefix{peer}}})
+	for _, src := range []string{"100.70.0.3", "192.168.1.5", "::ffff:100.70.0.3"} {
+		q := new(dns.Msg)
+		q.SetQuestion("app.corp.test.", dns.TypeA)
+		if m := f.Answer(context.Background(), netip.MustParseAddr(src), q); m.Rcode != dns.RcodeRefused {
+			t.Errorf("from %s: rcode %s, want REFUSED", src, dns.RcodeToString[m.Rcode])
+		}
+	}
+	if len(up.asked) != 0 {
+		t.Errorf("looked up %v for refused sources", up.asked)
+	}
+	q := new(dns.Msg)
+	q.SetQuestion("app.corp.test.", dns.TypeA)
+	if m := f.Answer(context.Background(), netip.MustParseAddr("::ffff:100.70.0.2"), q); m.Rcode != dns.RcodeSuccess {
+		t.Errorf("from the allowed peer: rcode %s", dns.RcodeToString[m.Rcode])
+	}
+}
+
+// TestSourceQuota: one source adds new names only at SourceBurst, then
+// one per SourceRefill; names already known cost nothing, and other
+// sources are not held back.
+func TestSourceQuota(t *testing.T) {
+	f, up, c, _ := newTest(t, Options{SourceBurst: 2, SourceRefill: time.Minute})
+	for _, n := range []string{"a", "b", "c", "d"} {
+		up.names[n+".svc.corp.test"] = addrs("10.1.0.1")
+	}
+	for _, n := range []string{"a", "b"} {
+		if m := ask(t, f, n+".svc.corp.test", dns.TypeA); m.Rcode != dns.RcodeSuccess {
+			t.Fatalf("%s: rcode %s", n, dns.RcodeToString[m.Rcode])
+		}
+	}
+	if m := ask(t, f, "c.svc.corp.test", dns.TypeA); m.Rcode != dns.RcodeServerFailure {
+		t.Fatalf("a new name past the source's quota: rcode %s, want SERVFAIL", dns.RcodeToString[m.Rcode])
+	}
+	if m := ask(t, f, "a.svc.corp.test", dns.TypeA); m.Rcode != dns.RcodeSuccess {
+		t.Fatalf("a known name past the quota: rcode %s", dns.RcodeToString[m.Rcode])
+	}
+	q := new(dns.Msg)
+	q.SetQuestion("c.svc.corp.test.", dns.TypeA)
+	if m := f.Answer(context.Background(), netip.MustParseAddr("100.70.0.9"), q); m.Rcode != dns.RcodeSuccess {
+		t.Fatalf("another source: rcode %s", dns.RcodeToString[m.Rcode])
+	}
+	c.t = c.t.Add(time.Minute)
+	if m := ask(t, f, "d.svc.corp.test", dns.TypeA); m.Rcode != dns.RcodeSuccess {
+		t.Fatalf("after a refill: rcode %s", dns.RcodeToString[m.Rcode])
+	}
+}
+
+// TestCompressed: an answer of many records names the question once (no
+// ~30x amplification for a small query).
+func TestCompressed(t *testing.T) {
+	f, up, _, _ := newTest(t, Options{})
+	var many []netip.Addr
+	for i := range DefaultMaxPerName {
+		many = append(many, netip.AddrFrom16([16]byte{0xfd, 15: byte(i + 1)}))
+	}
+	name := "a-rather-long-name-to-repeat.svc.corp.test"
+	up.names[name] = many
+	m := ask(t, f, name, dns.TypeAAAA)
+	b, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Answer) != DefaultMaxPerName || len(b) > 12+len(name)+6+DefaultMaxPerName*(2+10+16) {
+		t.Fatalf("%d answers in %d bytes: not compressed", len(m.Answer), len(b))
+	}
+}
+
+// TestCloseCancelsLookups: Close ends the lookups in flight instead of
+// waiting for the upstream's timeout.
+func TestCloseCancelsLookups(t *testing.T) {
+	defer noLeaks(t)
+	started := make(chan struct{}, 1)
+	f := New(Options{Lookup: func(ctx context.Context, _, _ string) ([]netip.Addr, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}})
+	f.SetRoutes([]Route{{Key: "app.corp.test", Domains: []string{"app.corp.test"}, Sources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
+	pc, ln, err := Bind(netip.MustParseAddrPort("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := pc.LocalAddr().(*net.UDPAddr).AddrPort()
+	if err := f.Serve(pc, ln); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		q := new(dns.Msg)
+		q.SetQuestion("app.corp.test.", dns.TypeA)
+		_, _, _ = (&dns.Client{Net: "tcp", Timeout: 15 * time.Second}).Exchange(q, ap.String())
+	}()
+	<-started
+	t0 := time.Now()
+	f.Close()
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Errorf("Close took %v with a lookup in flight", d)
+	}
+	<-done
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -16,50 +15,66 @@ import (
 // sweepEvery is how often expired addresses are looked for while serving.
 const sweepEvery = 30 * time.Second
 
-// server is what Listen started: the DNS servers and the expiry sweep.
+// server is what Serve started: the DNS servers and the expiry sweep.
 type server struct {
 	mu      sync.Mutex
 	servers []*dns.Server
+	ctx     context.Context // ends with Close: in-flight lookups stop
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
 
-// Listen serves the forwarder over UDP and TCP on each of addrs (the
-// overlay address at the forwarder port, and at the legacy port for old
-// clients) and sweeps expired addresses until Close. On error nothing is
-// left listening.
-func (f *Forwarder) Listen(addrs ...netip.AddrPort) error {
+// Bind opens UDP and TCP sockets on ap. Port 0 picks one port free for
+// both (tests; no pick-close-rebind race: the UDP socket is held while
+// the TCP port is tried).
+func Bind(ap netip.AddrPort) (*net.UDPConn, *net.TCPListener, error) {
+	for range 100 {
+		pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
+		if err != nil {
+			return nil, nil, fmt.Errorf("dns forwarder: listen udp %s: %w", ap, err)
+		}
+		tap := ap
+		if ap.Port() == 0 {
+			tap = netip.AddrPortFrom(ap.Addr(), uint16(pc.LocalAddr().(*net.UDPAddr).Port))
+		}
+		ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(tap))
+		if err == nil {
+			return pc, ln, nil
+		}
+		pc.Close()
+		if ap.Port() != 0 {
+			return nil, nil, fmt.Errorf("dns forwarder: listen tcp %s: %w", ap, err)
+		}
+	}
+	return nil, nil, fmt.Errorf("dns forwarder: no port of %s free for both UDP and TCP", ap.Addr())
+}
+
+// Listen serves the forwarder over UDP and TCP on ap (the overlay address
+// at the forwarder port) until Close. On error nothing is left listening.
+func (f *Forwarder) Listen(ap netip.AddrPort) error {
+	pc, ln, err := Bind(ap)
+	if err != nil {
+		return err
+	}
+	return f.Serve(pc, ln)
+}
+
+// Serve serves the forwarder on pc and ln (it owns them from now on,
+// closing them on error and at Close) and sweeps expired addresses until
+// Close.
+func (f *Forwarder) Serve(pc net.PacketConn, ln net.Listener) error {
 	s := &f.srv
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cancel != nil {
+		pc.Close()
+		ln.Close()
 		return errors.New("dns forwarder: already listening")
 	}
-	var servers []*dns.Server
-	var opened []io.Closer
-	fail := func(err error) error {
-		// Not started yet: the servers would not close their sockets.
-		for _, c := range opened {
-			_ = c.Close()
-		}
-		return err
-	}
-	for _, ap := range addrs {
-		pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
-		if err != nil {
-			return fail(fmt.Errorf("dns forwarder: listen udp %s: %w", ap, err))
-		}
-		ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(ap))
-		if err != nil {
-			pc.Close()
-			return fail(fmt.Errorf("dns forwarder: listen tcp %s: %w", ap, err))
-		}
-		opened = append(opened, pc, ln)
-		h := dns.HandlerFunc(f.serveDNS)
-		servers = append(servers, &dns.Server{PacketConn: pc, Handler: h}, &dns.Server{Listener: ln, Handler: h})
-	}
+	h := dns.HandlerFunc(f.serveDNS)
+	servers := []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}}
 	ctx, cancel := context.WithCancel(context.Background())
-	s.servers, s.cancel = servers, cancel
+	s.servers, s.ctx, s.cancel = servers, ctx, cancel
 	for _, srv := range servers {
 		started := make(chan struct{})
 		srv.NotifyStartedFunc = func() { close(started) }
@@ -82,7 +97,7 @@ func (f *Forwarder) Listen(addrs ...netip.AddrPort) error {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				f.Sweep()
+				f.sweep(ctx)
 			}
 		}
 	}()
@@ -90,12 +105,27 @@ func (f *Forwarder) Listen(addrs ...netip.AddrPort) error {
 }
 
 // serveDNS answers one question; over UDP the answer is cut to what the
-// client can take.
+// client can take. The lookup ends with Close, which then does not wait
+// for upstream timeouts.
 func (f *Forwarder) serveDNS(w dns.ResponseWriter, q *dns.Msg) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*lookupTimeout)
-	m := f.Answer(ctx, q)
+	f.srv.mu.Lock()
+	sctx := f.srv.ctx
+	f.srv.mu.Unlock()
+	if sctx == nil {
+		return // closing
+	}
+	var src netip.Addr
+	udp := false
+	switch ra := w.RemoteAddr().(type) {
+	case *net.UDPAddr:
+		src, udp = ra.AddrPort().Addr(), true
+	case *net.TCPAddr:
+		src = ra.AddrPort().Addr()
+	}
+	ctx, cancel := context.WithTimeout(sctx, 2*lookupTimeout)
+	m := f.Answer(ctx, src, q)
 	cancel()
-	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
+	if udp {
 		size := dns.MinMsgSize
 		if o := q.IsEdns0(); o != nil {
 			size = max(int(o.UDPSize()), dns.MinMsgSize)
@@ -108,12 +138,13 @@ func (f *Forwarder) serveDNS(w dns.ResponseWriter, q *dns.Msg) {
 }
 
 // Close stops serving and waits for the servers and the sweep; it is
-// idempotent. What was learned stays (Learned still reports it).
+// idempotent. What was learned stays (Learned still reports it), and the
+// forwarder may Listen again.
 func (f *Forwarder) Close() {
 	s := &f.srv
 	s.mu.Lock()
 	servers, cancel := s.servers, s.cancel
-	s.servers, s.cancel = nil, nil
+	s.servers, s.ctx, s.cancel = nil, nil, nil
 	s.mu.Unlock()
 	if cancel == nil {
 		return

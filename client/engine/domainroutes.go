@@ -8,6 +8,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/wiremesh/wiremesh/client/resolver"
+	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
@@ -21,10 +22,19 @@ func forwarderPortOf(nm *mgmtpb.NetworkMap) uint16 {
 	return uint16(p)
 }
 
+// domainPeers is the overlay address of every peer, and the routing
+// peers' DNS forwarder port, as of the last map.
+type domainPeers struct {
+	port uint16
+	ips  map[key.Public]netip.Addr
+}
+
 // domainRouter is the engine as the resolver's resolver.DomainRoutes: the
 // names of domain routes go to the DNS forwarder of the routing peer in
 // use, and their answers become routes (through that routing peer, and
-// through whichever takes over from it).
+// through whichever takes over from it). Its methods run on resolver
+// handler goroutines, which a resolver closing under the engine's lock
+// waits for: they never take e.mu.
 type domainRouter struct{ e *Engine }
 
 var _ resolver.DomainRoutes = domainRouter{}
@@ -36,50 +46,41 @@ func (d domainRouter) Upstream(name string) (netip.AddrPort, bool) {
 	if !ok {
 		return netip.AddrPort{}, false
 	}
-	if !chosen {
+	dp := d.e.domainPeers.Load()
+	if !chosen || dp == nil {
 		return netip.AddrPort{}, true
 	}
-	d.e.mu.Lock()
-	defer d.e.mu.Unlock()
-	r := d.e.peers[k]
-	if r == nil || len(r.ips) == 0 {
+	ip, known := dp.ips[k]
+	if !known {
 		return netip.AddrPort{}, true
 	}
-	return netip.AddrPortFrom(r.ips[0].Addr(), d.e.fwdPort), true
+	return netip.AddrPortFrom(ip, dp.port), true
 }
 
 // Learned installs the answer's addresses before the answer goes out, so
-// that the client's first packet takes the route. The route loop applies
-// them: waiting for the engine's lock here could deadlock with a resolver
-// being closed under it, so the wait ends with ctx (the resolver cancels
-// it when closing) or after learnedWait.
+// that the client's first packet takes the route: the route loop applies
+// them, and the wait ends with ctx (the resolver cancels it when closing)
+// or after learnedWait.
 func (d domainRouter) Learned(ctx context.Context, name string, addrs []netip.Addr) {
 	if !d.e.routes.Learn(name, addrs) {
 		return
 	}
-	t := time.NewTimer(learnedWait)
-	defer t.Stop()
-	done := make(chan struct{})
-	select {
-	case d.e.evalReq <- done:
-	case <-ctx.Done():
-		return
-	case <-t.C:
-		return
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	d.e.evalReq.wait(ctx, learnedWait)
 }
 
 // applyDomainRouting follows the account's routing-peer DNS resolution:
 // on, the resolver sends the names of the domain routes to their routing
-// peers and the route client stops resolving them itself. e.mu held.
+// peers and the route client stops resolving them itself. e.mu held,
+// after the map's peers are in e.peers.
 func (e *Engine) applyDomainRouting(nm *mgmtpb.NetworkMap) {
 	on := routingPeerDNS(nm)
-	e.fwdPort = forwarderPortOf(nm)
+	dp := &domainPeers{port: forwarderPortOf(nm), ips: make(map[key.Public]netip.Addr, len(e.peers))}
+	for k, r := range e.peers {
+		if len(r.ips) > 0 {
+			dp.ips[k] = r.ips[0].Addr()
+		}
+	}
+	e.domainPeers.Store(dp)
 	e.routes.SetPeerResolved(on)
 	if e.dns == nil || e.dns.res == nil {
 		return

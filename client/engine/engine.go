@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pion/stun/v4"
@@ -120,11 +121,13 @@ type Engine struct {
 	mu   sync.Mutex
 	addr netip.Prefix
 	fqdn string
-	// fwdPort is the routing peers' DNS forwarder port (domainroutes.go).
-	fwdPort uint16
-	// evalReq asks the route loop to apply learned domain addresses now;
-	// it closes the channel it got when done (domainroutes.go).
-	evalReq chan chan struct{}
+	// domainPeers is what the resolver needs to send domain route names
+	// to routing peers, swapped whole on every map: its callbacks must
+	// not take mu (domainroutes.go).
+	domainPeers atomic.Pointer[domainPeers]
+	// evalReq asks the route loop to apply learned domain addresses now
+	// (domainroutes.go).
+	evalReq *coalescer
 	pending bool // management keeps this peer pending approval
 	serial  uint64
 	urls    []*stun.URI
@@ -399,8 +402,10 @@ func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
 		}
 	}
 	e.serial = nm.GetSerial()
-	e.applyFirewall(nm)
+	// Server routes first: the peer firewall opens the DNS forwarder's
+	// port only once it listens.
 	e.srv.apply(e.o.Private.Public(), e.addr, nm)
+	e.applyFirewall(nm)
 	e.dns.apply(nm.GetDNSConfig(), e.fqdn)
 	want := map[key.Public]*mgmtpb.RemotePeerConfig{}
 	if !nm.GetRemotePeersIsEmpty() {
@@ -601,7 +606,7 @@ func (e *Engine) applyFirewall(nm *mgmtpb.NetworkMap) {
 		}
 		rules = append(rules, r)
 	}
-	rules = append(rules, dnsForwarderRules(e.o.Private.Public().String(), nm, e.srv)...)
+	rules = append(rules, dnsForwarderRules(e.srv)...)
 	e.filter.SetRules(rules, allowAll)
 }
 

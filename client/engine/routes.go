@@ -312,9 +312,13 @@ func (e *Engine) runRoutes(ctx context.Context) {
 	resolve := time.NewTicker(domainInterval)
 	defer resolve.Stop()
 	e.refreshKeep(ctx)
-	var learned chan chan struct{} // nil (never ready) without server routes
+	var learned *coalescer // nil (never ready) without server routes
+	var dnsRetry <-chan time.Time
 	if e.srv != nil {
 		learned = e.srv.learned
+		t := time.NewTicker(dnsRetryEvery)
+		defer t.Stop()
+		dnsRetry = t.C
 	}
 	for {
 		select {
@@ -334,12 +338,19 @@ func (e *Engine) runRoutes(ctx context.Context) {
 			e.resolveDomains(ctx)
 		case <-e.resolveNow:
 			e.resolveDomains(ctx)
-		case done := <-e.evalReq:
-			e.evaluateRoutes()
-			close(done)
-		case done := <-learned:
-			e.srv.relearn()
-			close(done)
+		case <-e.evalReq.ready():
+			e.evalReq.run(e.evaluateRoutes)
+		case <-learned.ready():
+			learned.run(e.srv.relearn)
+		case <-dnsRetry:
+			if e.srv.retryDNS() {
+				// Now listening: open its port to the peers.
+				e.mu.Lock()
+				if nm := e.srv.lastMap(); nm != nil && !e.stopped {
+					e.applyFirewall(nm)
+				}
+				e.mu.Unlock()
+			}
 		}
 	}
 }
@@ -448,7 +459,7 @@ func (e *Engine) startRoutes(iface string) {
 	})
 	e.resolveNow = make(chan struct{}, 1)
 	e.reroute = make(chan struct{}, 1)
-	e.evalReq = make(chan chan struct{})
+	e.evalReq = newCoalescer()
 	e.probeReq = make(chan key.Public, 16)
 	e.liveness = routes.NewLiveness(routes.LivenessConfig{})
 	e.gone = map[key.Public]bool{}

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/wiremesh/wiremesh/client/acl"
 	"github.com/wiremesh/wiremesh/client/dnsfwd"
@@ -215,12 +216,16 @@ type serverRoutes struct {
 	// host's own networks, which lan lists (--block-lan-access).
 	disabled, blockLAN bool
 	lan                func() ([]netip.Prefix, error)
-	// dnsPorts are where the DNS forwarder of the domain routes served
-	// listens on the overlay address (dnsfwd.go); none: it never runs.
-	dnsPorts []uint16
+	// dnsBind opens the DNS forwarder's sockets (nil: it never runs);
+	// dnsPort, when set, is the port it listens on whatever the map says
+	// (tests).
+	dnsBind dnsBindFunc
+	dnsPort uint16
 	// learned carries the DNS forwarder's changes to the engine's route
-	// loop, which calls relearn and closes the channel it got.
-	learned chan chan struct{}
+	// loop, which applies them (relearn); an answer waits for that at most
+	// learnedWait.
+	learned     *coalescer
+	learnedWait time.Duration
 	// dnsLookup resolves for the DNS forwarder (nil: the host's resolver).
 	dnsLookup dnsfwd.LookupFunc
 
@@ -237,13 +242,15 @@ type serverRoutes struct {
 	self key.Public
 	nm   *mgmtpb.NetworkMap
 	dns  *domainDNS
+	// dnsFailing: the forwarder could not listen (logged once).
+	dnsFailing bool
 }
 
 // newServerRoutes restores what a crashed run left (forwarding sysctls,
 // its NAT table) before anything else.
 func newServerRoutes(o Options, iface string, fw ruleSetter) *serverRoutes {
 	s := &serverRoutes{log: o.Log, fw: fw, disabled: o.DisableServerRoutes, blockLAN: o.BlockLANAccess, lan: hostNetworks,
-		dnsPorts: []uint16{dnsForwarderPort, dnsForwarderLegacyPort}, learned: make(chan chan struct{})}
+		dnsBind: bindDNS, learned: newCoalescer(), learnedWait: learnedWait}
 	if s.disabled {
 		// Nothing of the host's forwarding is touched at all.
 		o.Log.Info("server routes disabled (--disable-server-routes): this peer routes for no one")
@@ -287,6 +294,8 @@ func (s *serverRoutes) applyLocked(relearn bool) {
 	self, addr, nm := s.self, s.overlay, s.nm
 	var learned func(string) []netip.Prefix
 	if s.dns != nil {
+		// Also while the forwarder cannot listen: its domain routes then
+		// let nothing through rather than anything (fail closed).
 		l := s.dns.fwd.Learned()
 		learned = func(k string) []netip.Prefix { return l[k] }
 	}
@@ -337,7 +346,9 @@ func (s *serverRoutes) applyLocked(relearn bool) {
 			return
 		}
 	}
-	s.fw.SetRouting(want.Routing)
+	if !relearn || !reflect.DeepEqual(want.Routing, s.cur.Routing) {
+		s.fw.SetRouting(want.Routing)
+	}
 	s.cur = want
 	switch {
 	case relearn:
@@ -361,6 +372,13 @@ func (s *serverRoutes) close() {
 	if err := s.fwd.Close(); err != nil {
 		s.log.Warn("restore the host's forwarding settings", "err", err)
 	}
+}
+
+// lastMap is the map last applied (nil before the first).
+func (s *serverRoutes) lastMap() *mgmtpb.NetworkMap {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nm
 }
 
 // served is the networks the filter routes now (for status).

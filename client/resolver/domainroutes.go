@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/wiremesh/wiremesh/internal/dnsname"
 )
 
 // DomainRoutes sends the names of domain routes that their routing peers
@@ -29,7 +31,7 @@ type DomainRoutes interface {
 func (r *Resolver) SetDomainRoutes(dr DomainRoutes, domains []string) {
 	var names []string
 	for _, d := range domains {
-		d = strings.TrimPrefix(strings.TrimSuffix(strings.ToLower(d), "."), "*.")
+		d = dnsname.Base(d)
 		if CheckName(d, false) {
 			names = append(names, d)
 		}
@@ -76,7 +78,7 @@ func (r *Resolver) fromRoutingPeer(ctx context.Context, q *dns.Msg, tcp bool) (*
 	if dr == nil || pinned || (qu.Qclass != dns.ClassINET && qu.Qclass != dns.ClassANY) {
 		return nil, false
 	}
-	name := strings.TrimSuffix(strings.ToLower(qu.Name), ".")
+	name := dnsname.Normalize(qu.Name)
 	fwd, ok := dr.Upstream(name)
 	if !ok {
 		return nil, false

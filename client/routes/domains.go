@@ -3,14 +3,23 @@ package routes
 import (
 	"net/netip"
 	"slices"
-	"strings"
+	"time"
 
+	"github.com/wiremesh/wiremesh/internal/dnsname"
 	"github.com/wiremesh/wiremesh/internal/key"
 )
 
 // MaxDomainNames caps the names learned per domain route when its routing
 // peers resolve them (one per name a client asked about under a wildcard).
 const MaxDomainNames = 256
+
+// LearnedHold is how long a name learned from a routing peer stays routed
+// after the last answer about it: the routing peer's DNS forwarder lets
+// its addresses through that long (dnsfwd.DefaultHold), and a host asks
+// again every answer TTL (60 s) while it uses the name. Without it the
+// names of a wildcard only ever accumulate until MaxDomainNames refuses
+// new ones, and failover re-asks names nobody uses any more.
+const LearnedHold = 10 * time.Minute
 
 // SetPeerResolved says whether domain routes are resolved by their routing
 // peers (the account's routing_peer_dns_resolution_enabled): then Resolve
@@ -25,6 +34,7 @@ func (m *Manager) SetPeerResolved(on bool) {
 	}
 	m.peerResolved = on
 	clear(m.resolved)
+	clear(m.learnedAt)
 }
 
 // PeerResolved reports SetPeerResolved's setting.
@@ -32,22 +42,6 @@ func (m *Manager) PeerResolved() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.peerResolved
-}
-
-// coverage is how specifically domain pattern d covers name: 0 not at
-// all, then the longer a wildcard's base the better, an exact name best.
-func coverage(d, name string) int {
-	d = strings.TrimSuffix(strings.ToLower(d), ".")
-	if base, ok := strings.CutPrefix(d, "*."); ok {
-		if name == base || strings.HasSuffix(name, "."+base) {
-			return 1 + len(base)
-		}
-		return 0
-	}
-	if name == d {
-		return 1 << 30
-	}
-	return 0
 }
 
 // match is the selected domain route group covering name most
@@ -60,7 +54,7 @@ func (m *Manager) match(name string) (Group, bool) {
 			continue
 		}
 		for _, d := range g.Routes[0].Domains {
-			if c := coverage(d, name); c > score {
+			if c := dnsname.Coverage(d, name); c > score {
 				best, score = g, c
 			}
 		}
@@ -116,6 +110,7 @@ func (m *Manager) Learn(name string, addrs []netip.Addr) bool {
 	if !ok {
 		return false
 	}
+	m.expireLearned(m.cfg.Now())
 	byName := m.resolved[g.ID]
 	if byName == nil {
 		byName = map[string][]netip.Addr{}
@@ -135,11 +130,46 @@ func (m *Manager) Learn(name string, addrs []netip.Addr) bool {
 	if len(next) == 0 {
 		return false
 	}
+	// Every answer keeps the name routed for another LearnedHold.
+	at := m.learnedAt[g.ID]
+	if at == nil {
+		at = map[string]time.Time{}
+		m.learnedAt[g.ID] = at
+	}
+	at[name] = m.cfg.Now()
 	if slices.Equal(old, next) {
 		return false
 	}
 	byName[name] = next
 	return true
+}
+
+// expireLearned forgets the names learned from routing peers that no
+// answer named for LearnedHold; it reports whether any was (their routes
+// go at the next plan). m.mu held.
+func (m *Manager) expireLearned(now time.Time) bool {
+	if !m.peerResolved {
+		return false
+	}
+	dropped := false
+	for id, at := range m.learnedAt {
+		byName := m.resolved[id]
+		for name, t := range at {
+			if now.Sub(t) >= LearnedHold {
+				delete(at, name)
+				delete(byName, name)
+				delete(m.reask, name)
+				dropped = true
+			}
+		}
+		if len(at) == 0 {
+			delete(m.learnedAt, id)
+		}
+		if byName != nil && len(byName) == 0 {
+			delete(m.resolved, id)
+		}
+	}
+	return dropped
 }
 
 // noteReask marks the names learned for group id to be asked again: its

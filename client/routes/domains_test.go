@@ -129,3 +129,61 @@ func TestLearnCaps(t *testing.T) {
 		t.Fatal("a name past MaxDomainNames was learned")
 	}
 }
+
+// TestLearnedExpire: names learned from routing peers expire LearnedHold
+// after the last answer that named them (an answer refreshes them), so a
+// wildcard's names do not pile up until MaxDomainNames refuses new ones,
+// and failover re-asks only names still in use.
+func TestLearnedExpire(t *testing.T) {
+	a, b := testKey(t, 1), testKey(t, 2)
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	sys := &fakeSystem{}
+	m := NewManager(Config{System: sys, Now: clk.now})
+	m.Update([]Route{
+		{ID: "w:a", NetID: "corp", Domains: []string{"*.corp.test"}, Peer: a, Metric: 10},
+		{ID: "w:b", NetID: "corp", Domains: []string{"*.corp.test"}, Peer: b, Metric: 20},
+	})
+	m.SetPeerResolved(true)
+	conns := map[key.Public]PeerConn{a: up, b: up}
+	conn := func(k key.Public) (PeerConn, bool) { c, ok := conns[k]; return c, ok }
+	eval := func() Plan {
+		t.Helper()
+		p, err := m.Evaluate(context.Background(), conn, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	eval()
+	for i := range MaxDomainNames {
+		if !m.Learn(string(rune('a'+i%26))+string(rune('a'+i/26))+".corp.test", addrList("10.20.0.6")) {
+			t.Fatalf("name %d not learned", i)
+		}
+	}
+	clk.t = clk.t.Add(LearnedHold / 2)
+	m.Learn("aa.corp.test", addrList("10.20.0.6")) // still in use: refreshed
+	if m.Learn("new.corp.test", addrList("10.20.0.8")) {
+		t.Fatal("a new name was learned past MaxDomainNames before any expired")
+	}
+	clk.t = clk.t.Add(LearnedHold/2 + time.Second)
+	if !m.Learn("new.corp.test", addrList("10.20.0.8")) {
+		t.Fatal("a new name is refused after the old ones expired")
+	}
+	plan := eval()
+	if d := cmp.Diff(Plan{a: pfx("10.20.0.6/32", "10.20.0.8/32")}, plan, cmpNet); d != "" {
+		t.Fatalf("plan after expiry (-want +got):\n%s", d)
+	}
+	// Failover re-asks only the names still held.
+	delete(conns, a)
+	clk.t = clk.t.Add(10 * time.Second)
+	eval()
+	clk.t = clk.t.Add(10 * time.Second)
+	eval()
+	if d := cmp.Diff([]string{"aa.corp.test", "new.corp.test"}, m.Reask()); d != "" {
+		t.Errorf("names re-asked after failover (-want +got):\n%s", d)
+	}
+	clk.t = clk.t.Add(LearnedHold)
+	if plan := eval(); len(plan) != 0 {
+		t.Errorf("plan after every name expired: %v", plan)
+	}
+}

@@ -66,8 +66,11 @@ type Manager struct {
 	chooser  *Chooser
 	chosen   map[HAID]Route
 	resolved map[HAID]map[string][]netip.Addr
-	lastErr  error
-	closed   bool
+	// learnedAt: when an answer last named each name learned from a
+	// routing peer (domains.go), for LearnedHold.
+	learnedAt map[HAID]map[string]time.Time
+	lastErr   error
+	closed    bool
 	// applied, lastWant and lastKeep: what the system was last given.
 	applied   bool
 	lastWant  []netip.Prefix
@@ -90,7 +93,7 @@ func NewManager(cfg Config) *Manager {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Manager{cfg: cfg, sel: cfg.Selection.clone(), chooser: NewChooser(cfg.Grace),
-		chosen: map[HAID]Route{}, resolved: map[HAID]map[string][]netip.Addr{},
+		chosen: map[HAID]Route{}, resolved: map[HAID]map[string][]netip.Addr{}, learnedAt: map[HAID]map[string]time.Time{},
 		overlay: slices.Clone(cfg.Overlay), dropped: map[string]bool{}}
 }
 
@@ -171,6 +174,7 @@ func (m *Manager) Update(rs []Route) {
 	for id := range m.resolved {
 		if !slices.ContainsFunc(m.groups, func(g Group) bool { return g.ID == id }) {
 			delete(m.resolved, id)
+			delete(m.learnedAt, id)
 		}
 	}
 }
@@ -231,6 +235,7 @@ func (m *Manager) Evaluate(ctx context.Context, conn ConnFunc, keep []netip.Addr
 		}
 	}
 	now := m.cfg.Now()
+	m.expireLearned(now)
 	prev := m.chosen
 	m.chosen = m.chooser.Choose(now, use, conn)
 	for id, r := range m.chosen {

@@ -179,8 +179,11 @@ func testDomainResources(t *testing.T, env []string) {
 	if d := m.digPort(a, ipR, 22054, "www.corp.test"); d.Rcode != "REFUSED" {
 		t.Errorf("r's forwarder on a name of no resource: %+v, want REFUSED", d)
 	}
-	if d := m.digPort(a, ipR, 5353, "app.corp.test"); !d.is(host.String()) {
-		t.Errorf("r's forwarder on the legacy port 5353: %+v, want %s", d, host)
+	// Only the map's forwarder port: 5353 (mDNS, held by avahi on many
+	// hosts) is left alone while no peer of the account is older than
+	// 0.59.
+	if d := m.digPort(a, ipR, 5353, "app.corp.test"); d.Rcode != "" || len(d.Answers) > 0 {
+		t.Errorf("r's forwarder answers on the legacy port 5353 the map does not name: %+v", d)
 	}
 	// A name the wildcard covers but the LAN does not know: its NXDOMAIN
 	// comes through r.
