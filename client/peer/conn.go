@@ -115,6 +115,7 @@ type Conn struct {
 	// (most recent last), which a replayed offer may not bring back.
 	remoteSession []byte
 	retired       [][]byte
+	pp            portPunchState // the fresh-port punch (portpunch_conn.go)
 }
 
 // New starts the connection's event loop.
@@ -239,6 +240,7 @@ func (c *Conn) run(ctx context.Context) {
 	defer func() { c.closeSession(s) }()
 	c.rl.backoff = time.Second
 	defer c.closeRelay(&c.rl)
+	defer c.closePortPunch()
 	c.startRelay(ctx, &c.rl)
 
 	offerEvery := 2 * time.Second
@@ -269,6 +271,7 @@ func (c *Conn) run(ctx context.Context) {
 	newSession()
 
 	for {
+		c.schedulePortPunch() // relayed with nothing direct: punch on a fresh port
 		select {
 		case <-ctx.Done():
 			return
@@ -292,6 +295,8 @@ func (c *Conn) run(ctx context.Context) {
 			case *signalpb.Body:
 				if ev.GetType() == signalpb.Body_GO_IDLE {
 					if c.onGoIdle(ev, s) {
+						c.closePortPunch()
+						c.pp.attempts = 0
 						s = nil // closed by onGoIdle
 						newSession()
 						offerEvery = 2 * time.Second
@@ -301,6 +306,11 @@ func (c *Conn) run(ctx context.Context) {
 				}
 				if t := ev.GetType(); t == signalpb.Body_OFFER || t == signalpb.Body_ANSWER {
 					c.noteRemoteSession(ev.GetSessionId())
+					c.pp.remoteWiremesh = c.pp.remoteWiremesh || ev.GetWiremeshTurnPunch()
+				}
+				if ev.GetType() == signalpb.Body_CANDIDATE && strings.HasPrefix(ev.GetPayload(), portPunchPrefix) {
+					c.onPortPunchAnnounce(ctx, ev.GetPayload())
+					continue
 				}
 				if s == nil {
 					continue
@@ -364,15 +374,18 @@ func (c *Conn) run(ctx context.Context) {
 					c.log.Info("ICE failed, restarting", "in", backoff)
 					c.closeSession(s)
 					s = nil
-					c.onICE = false
-					if !c.fallBackToRelay(&c.rl, allowed) {
+					if c.pp.direct != nil {
+						// The punched path carries the pair, not ICE's.
+					} else if c.onICE = false; !c.fallBackToRelay(&c.rl, allowed) {
 						c.setStatus(func(st *Status) { *st = Status{State: "Connecting", Since: st.Since} })
 					}
 					restart.Reset(backoff)
 					backoff = min(backoff*2, 8*time.Second)
 				case ice.ConnectionStateDisconnected:
 					// No stall: while ICE tries to recover, the relay carries.
-					if c.onICE && c.fallBackToRelay(&c.rl, allowed) {
+					if c.pp.direct != nil {
+						// The punched path carries the pair, not ICE's.
+					} else if c.onICE && c.fallBackToRelay(&c.rl, allowed) {
 						c.onICE = false
 					} else if !c.onICE && c.rl.pc == nil {
 						c.setStatus(func(st *Status) { st.State = "Connecting" })
@@ -380,7 +393,9 @@ func (c *Conn) run(ctx context.Context) {
 						c.setStatus(func(st *Status) { st.State = "Connecting" })
 					}
 				case ice.ConnectionStateConnected:
-					if s.conn != nil && !c.onICE && c.rl.pc != nil && (c.controlling() || s.adopted) {
+					if c.pp.direct != nil {
+						// ICE's pair stays unused while the punched path carries.
+					} else if s.conn != nil && !c.onICE && c.rl.pc != nil && (c.controlling() || s.adopted) {
 						configured = c.usePath(s, allowed) || configured
 					} else if s.connected {
 						c.setStatus(func(st *Status) { st.State = "Connected" })
@@ -399,6 +414,9 @@ func (c *Conn) run(ctx context.Context) {
 				}
 				s.conn = ev.conn
 				backoff = time.Second
+				if c.pp.direct != nil {
+					continue
+				}
 				if c.controlling() {
 					configured = c.usePath(s, allowed) || configured
 				} else {
@@ -407,7 +425,7 @@ func (c *Conn) run(ctx context.Context) {
 					time.AfterFunc(adoptDelay, func() { c.post(adoptPath{gen: gen}) })
 				}
 			case probeEvent:
-				if s != nil {
+				if s != nil && c.pp.direct == nil {
 					c.onProbe(s, ev, allowed)
 				}
 			case punchTick:
@@ -415,7 +433,7 @@ func (c *Conn) run(ctx context.Context) {
 					c.onPunchTick(s)
 				}
 			case pairChanged:
-				if s != nil && ev.gen == s.gen && s.conn != nil && !s.punched {
+				if s != nil && ev.gen == s.gen && s.conn != nil && !s.punched && c.pp.direct == nil {
 					if c.controlling() || s.adopted {
 						configured = c.usePath(s, allowed) || configured
 					} else {
@@ -423,13 +441,13 @@ func (c *Conn) run(ctx context.Context) {
 					}
 				}
 			case adoptPath:
-				if s != nil && ev.gen == s.gen && s.conn != nil {
+				if s != nil && ev.gen == s.gen && s.conn != nil && c.pp.direct == nil {
 					s.adopted = c.usePath(s, allowed)
 				}
 			case relayReady:
 				// A connected ICE pair (adopted or about to be) outranks the relay.
 				c.onRelayReady(ev, &c.rl, c.onICE || (s != nil && s.connected), allowed)
-				if ev.gen == c.rl.gen && c.rl.pc != nil && c.onICE && s != nil && s.turnOnly {
+				if ev.gen == c.rl.gen && c.rl.pc != nil && c.onICE && s != nil && s.turnOnly && c.pp.direct == nil {
 					// ICE went through TURN before the relay server was
 					// ready: move to the relay as keepRelayOverTURN would
 					// have, so that both sides settle on the same path.
@@ -442,6 +460,12 @@ func (c *Conn) run(ctx context.Context) {
 				c.onRelayLost(ev, &c.rl, c.onICE)
 			case relayRetry:
 				c.startRelay(ctx, &c.rl)
+			case portPunchStart:
+				c.startPortPunch(ctx)
+			case portPunchDone:
+				c.onPortPunchDone(ev, allowed)
+			case directCheck:
+				c.onDirectCheck(ev, allowed)
 			case adoptRelay:
 				// Unless an ICE pair is in use or about to be: one that
 				// stays second to the relay (TURN only) does not count.
