@@ -413,6 +413,14 @@ try {
 
     await open(page, "Groups");
     await waitLive();
+    // From here the changes must come through the one open stream: a
+    // stream that ended and reconnected (whose ready refetches every
+    // list) would show them too, so no new stream may open meanwhile.
+    let streamOpens = 0;
+    const countStreams = (req) => {
+      if (new URL(req.url()).pathname === "/api/events/stream") streamOpens++;
+    };
+    page.on("request", countStreams);
     const liveGroup = "e2e-live-group";
     let t0 = Date.now();
     const made = await call(otherAdmin, "POST", "/api/groups", { name: liveGroup, peers: [] });
@@ -435,6 +443,10 @@ try {
     } else {
       console.log("skip - agent offline/online on the Peers page (WIREMESH_SKIP_JOIN=1)");
     }
+    page.off("request", countStreams);
+    if (streamOpens !== 0) fail(`the live stream reconnected ${streamOpens} times while the changes were shown: they were not pushed through one stream`);
+    if ((await page.locator("html").getAttribute("data-live")) !== "live") fail("the live stream is not up after the live updates");
+    ok("live updates came through one stream that stayed open");
     await call(`Bearer ${ownerToken}`, "DELETE", `/api/users/${other.id}`);
   }
 

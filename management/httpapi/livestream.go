@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/wiremesh/wiremesh/management/account"
@@ -31,9 +32,16 @@ type LiveTiming struct {
 	// keep it open (0: 20 s).
 	Heartbeat time.Duration
 	// Recheck is how often the caller's credentials are checked again
-	// (0: 10 s): a stream ends when its token expires or is revoked or
-	// its user is blocked, deleted or loses its role.
+	// (0: 10 s): a stream ends when its token expires or is revoked, its
+	// user is blocked or deleted, or what it may hear changes (its role,
+	// or regular_users_view_blocked for a regular user). A change of the
+	// users or settings is checked sooner, at most once per
+	// MinRecheck.
 	Recheck time.Duration
+	// MinRecheck is the least time between two checks (0: 1 s), so that a
+	// burst of user or settings changes in a large account does not make
+	// every stream of it read the store each time.
+	MinRecheck time.Duration
 }
 
 func (t LiveTiming) withDefaults() LiveTiming {
@@ -46,11 +54,19 @@ func (t LiveTiming) withDefaults() LiveTiming {
 	if t.Recheck <= 0 {
 		t.Recheck = 10 * time.Second
 	}
+	if t.MinRecheck <= 0 {
+		t.MinRecheck = time.Second
+	}
 	return t
 }
 
 // errNoLive: the server was built without a feed.
 var errNoLive = fmt.Errorf("%w: live event streams are not enabled on this server", errNoRoute)
+
+// errScopeChanged ends a stream whose caller's role (or view block)
+// changed: the client reconnects, refetches everything, its own user
+// included, and hears from then on what the new role may.
+var errScopeChanged = errors.New("the caller's role or the account's regular_users_view_blocked changed")
 
 // kindModules is the module whose read grant a kind needs. Account
 // (settings changed) reaches every caller: it says nothing of others'
@@ -67,19 +83,34 @@ var kindModules = map[livefeed.Kind][]auth.Module{
 	livefeed.Events:    {auth.Events},
 }
 
-// audible is the kinds the caller hears account-wide: those whose
-// module it reads in full.
-func audible(caller account.User) livefeed.Kind {
-	k := livefeed.Account
+// liveScope is what a stream's caller hears.
+type liveScope struct {
+	// kinds are heard account-wide.
+	kinds livefeed.Kind
+	// own: of peers, only changes of the caller's own (peers is then
+	// not in kinds); neither: no peer changes.
+	own bool
+}
+
+// scopeOf is what caller hears: the kinds whose module it reads in full,
+// and its own peers when it reads only those. blocked (viewBlocked) leaves
+// what viewGate lets through: the account's settings and its own peers,
+// whatever a service user's role would read.
+func scopeOf(caller account.User, blocked bool) liveScope {
+	if blocked {
+		return liveScope{kinds: livefeed.Account, own: true}
+	}
+	sc := liveScope{kinds: livefeed.Account}
 	for kind, mods := range kindModules {
 		for _, m := range mods {
 			if seesAll(caller, m) {
-				k |= kind
+				sc.kinds |= kind
 				break
 			}
 		}
 	}
-	return k
+	sc.own = sc.kinds&livefeed.Peers == 0 && auth.Can(caller, auth.Peers, auth.Read) == auth.Own
+	return sc
 }
 
 // eventStream serves GET /api/events/stream.
@@ -87,27 +118,42 @@ func (a *API) eventStream(w http.ResponseWriter, r *http.Request, caller account
 	if a.o.Live == nil {
 		return errNoLive
 	}
+	blocked, err := a.viewBlocked(r.Context(), caller)
+	if err != nil {
+		return err
+	}
 	sub, err := a.o.Live.Subscribe(caller.AccountID, caller.ID)
 	if err != nil {
 		return err
 	}
 	defer sub.Close()
-	s := &liveStream{a: a, w: w, rc: http.NewResponseController(w), r: r, caller: caller, sub: sub, t: a.o.LiveTiming.withDefaults()}
+	s := &liveStream{a: a, w: w, rc: http.NewResponseController(w), r: r, caller: caller, blocked: blocked, sub: sub,
+		t: a.o.LiveTiming.withDefaults(), now: time.Now}
 	return s.run(r.Context())
 }
 
 // liveStream is one open stream; its state is owned by the request's
 // goroutine.
 type liveStream struct {
-	a      *API
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	r      *http.Request
-	caller account.User
-	sub    *livefeed.Sub
-	t      LiveTiming
+	a       *API
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	r       *http.Request
+	caller  account.User
+	blocked bool // viewBlocked(caller), as last checked
+	sub     *livefeed.Sub
+	t       LiveTiming
+	now     func() time.Time
 	// serial is the highest network serial the client was told.
 	serial uint64
+	// checked is when a change of users or settings last made the
+	// stream check the credentials (the periodic check does not count:
+	// it may predate the change).
+	checked time.Time
+	// own are the caller's peers, for changes whose publisher did not
+	// name the owner; nil: not known (read when needed, dropped when
+	// the peer list changes).
+	own map[account.PeerID]struct{}
 }
 
 // writeTimeout bounds one write to a stream's client: a client that
@@ -157,7 +203,7 @@ func (s *liveStream) run(ctx context.Context) error {
 			}
 		case <-check.C:
 			if err := s.recheck(ctx); err != nil {
-				s.end(err)
+				s.end(ctx, err)
 				return nil
 			}
 		case <-s.sub.Wake():
@@ -169,45 +215,61 @@ func (s *liveStream) run(ctx context.Context) error {
 		case <-fire:
 			fire, flush = nil, nil
 			last = time.Now()
-			if !s.flush(ctx) {
+			again, err := s.flush(ctx)
+			if err != nil {
 				return nil
+			}
+			if again > 0 {
+				// A check was due sooner than MinRecheck allows: flush
+				// (and check) again then.
+				flush = time.NewTimer(again)
+				fire = flush.C
 			}
 		}
 	}
 }
 
 // flush sends what is pending that the caller may hear, one event per
-// kind; false ends the stream. A store error ends it too: the client
-// reconnects and, on ready, refetches everything, so nothing is lost.
-func (s *liveStream) flush(ctx context.Context) bool {
-	serial, rev, err := s.revision(ctx)
-	if err != nil {
-		s.warn(ctx, err)
-		return false
-	}
+// kind. A non-nil error ends the stream (it was told why, or a store
+// error was logged: the client reconnects and, on ready, refetches
+// everything, so nothing is lost). again > 0: users or settings changed
+// but the credentials were checked less than MinRecheck ago, so nothing
+// was sent: flush again after it.
+func (s *liveStream) flush(ctx context.Context) (again time.Duration, err error) {
 	p := s.sub.Take()
 	if p.Kinds&(livefeed.Users|livefeed.Account) != 0 || p.Serial > s.serial {
 		// Users or settings changed (or something elsewhere): it may be
-		// this caller's block, role change or token's revocation.
-		if err := s.recheck(ctx); err != nil {
-			s.end(err)
-			return false
+		// this caller's block, role change, the view block or the
+		// token's revocation, which must be known before telling.
+		if wait := s.checked.Add(s.t.MinRecheck).Sub(s.now()); wait > 0 {
+			s.sub.Requeue(p)
+			return wait, nil
 		}
+		s.checked = s.now()
+		if err := s.recheck(ctx); err != nil {
+			s.end(ctx, err)
+			return 0, err
+		}
+	}
+	serial, rev, err := s.revision(ctx)
+	if err != nil {
+		s.warn(ctx, err)
+		return 0, err
 	}
 	kinds, err := s.kinds(ctx, p)
 	if err != nil {
 		s.warn(ctx, err)
-		return false
+		return 0, err
 	}
 	// What this caller may hear of serial is decided: a change elsewhere
 	// up to it is no news.
 	s.serial = max(s.serial, serial)
 	if kinds == 0 {
-		return true
+		return 0, nil
 	}
 	var out string
 	kinds.Each(func(k livefeed.Kind) { out += event(k.String(), serial, rev) })
-	return s.write(out) == nil
+	return 0, s.write(out)
 }
 
 func (s *liveStream) warn(ctx context.Context, err error) {
@@ -218,16 +280,22 @@ func (s *liveStream) warn(ctx context.Context, err error) {
 
 // kinds is what of p the caller may hear.
 func (s *liveStream) kinds(ctx context.Context, p livefeed.Pending) (livefeed.Kind, error) {
+	if p.Kinds&livefeed.Peers != 0 {
+		// Someone's peers were added, removed or moved: perhaps the
+		// caller's.
+		s.own = nil
+	}
 	if p.Serial > s.serial {
 		// Changed elsewhere, and not yet told: what is unknown.
 		p.Kinds |= livefeed.AllKinds
+		s.own = nil
 	}
-	k := p.Kinds & audible(s.caller)
-	if p.Kinds&livefeed.Peers != 0 || len(p.Peers) > 0 || p.ManyPeers {
-		switch auth.Can(s.caller, auth.Peers, auth.Read) {
-		case auth.All:
+	sc := scopeOf(s.caller, s.blocked)
+	k := p.Kinds & sc.kinds
+	if len(p.Peers) > 0 || p.ManyPeers {
+		if sc.kinds&livefeed.Peers != 0 {
 			k |= livefeed.Peers
-		case auth.Own:
+		} else if sc.own {
 			// Account-wide peer changes (p.Kinds) are not told: they may
 			// be anyone's. A peer's own change is, when the peer is the
 			// caller's.
@@ -243,76 +311,133 @@ func (s *liveStream) kinds(ctx context.Context, p livefeed.Pending) (livefeed.Ki
 	return k, nil
 }
 
-// ownsAny reports whether one of p's peers is the caller's (any of its
-// peers when p knows only that many changed). A peer gone meanwhile is
-// not.
+// ownsAny reports whether one of p's peers is the caller's: by the owner
+// its publisher named, else by the caller's peers as last read (any of
+// them when p knows only that many changed).
 func (s *liveStream) ownsAny(ctx context.Context, p livefeed.Pending) (bool, error) {
-	if len(p.Peers) == 0 && !p.ManyPeers {
+	need := p.ManyPeers
+	for _, owner := range p.Peers {
+		if owner == s.caller.ID {
+			// It may have been deleted or handed over: read again
+			// next time.
+			s.own = nil
+			return true, nil
+		}
+		need = need || owner == ""
+	}
+	if !need {
 		return false, nil
 	}
-	mine := false
-	err := s.a.o.Store.Read(ctx, func(tx *store.Tx) error {
-		at := tx.In(s.caller.AccountID)
-		if p.ManyPeers {
-			ps, err := at.Peers(ctx)
-			if err != nil {
-				return err
-			}
-			for _, pr := range ps {
-				if pr.UserID == s.caller.ID {
-					mine = true
-					return nil
-				}
-			}
-			return nil
+	if err := s.loadOwn(ctx); err != nil {
+		return false, err
+	}
+	if p.ManyPeers {
+		return len(s.own) > 0, nil
+	}
+	for id, owner := range p.Peers {
+		if _, ok := s.own[id]; ok && owner == "" {
+			return true, nil
 		}
-		for id := range p.Peers {
-			pr, err := at.Peer(ctx, id)
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
+	}
+	return false, nil
+}
+
+// loadOwn reads the caller's peers unless known.
+func (s *liveStream) loadOwn(ctx context.Context) error {
+	if s.own != nil {
+		return nil
+	}
+	own := map[account.PeerID]struct{}{}
+	err := s.a.o.Store.Read(ctx, func(tx *store.Tx) error {
+		ps, err := tx.In(s.caller.AccountID).Peers(ctx)
+		if err != nil {
+			return err
+		}
+		for _, pr := range ps {
 			if pr.UserID == s.caller.ID {
-				mine = true
-				return nil
+				own[pr.ID] = struct{}{}
 			}
 		}
 		return nil
 	})
-	return mine, err
+	if err != nil {
+		return err
+	}
+	s.own = own
+	return nil
 }
 
-// recheck authenticates the stream's request again: its token may have
-// expired or been revoked, its user blocked, deleted or given another
-// role (which the stream then follows).
+// recheck checks the stream's credentials again, reading only: its token
+// may have expired or been revoked, its user blocked or deleted. A caller
+// whose role (or view block) changed is ended (errScopeChanged): its
+// client reconnects and learns its new permissions.
 func (s *liveStream) recheck(ctx context.Context) error {
-	u, err := s.a.authenticate(s.r)
+	u, err := s.a.checkCredentials(ctx, s.r)
 	if err != nil {
 		return err
 	}
 	if u.ID != s.caller.ID || u.AccountID != s.caller.AccountID {
 		return fmt.Errorf("%w: the credentials now name another user", users.ErrUnauthenticated)
 	}
-	if err := authorize(Route{Method: http.MethodGet, Path: EventStreamPath}, u); err != nil {
+	blocked, err := s.a.viewBlocked(ctx, u)
+	if err != nil {
 		return err
+	}
+	if u.Role != s.caller.Role || u.ServiceUser != s.caller.ServiceUser || blocked != s.blocked {
+		return errScopeChanged
 	}
 	s.caller = u
 	return nil
 }
 
+// checkCredentials is authenticate for a request already authenticated
+// once (a live stream's): it verifies the token again but only reads the
+// store (users.CheckPAT, users.CheckClaims).
+func (a *API) checkCredentials(ctx context.Context, r *http.Request) (account.User, error) {
+	h := r.Header.Get("Authorization")
+	scheme, cred, _ := strings.Cut(h, " ")
+	cred = strings.TrimSpace(cred)
+	switch {
+	case strings.EqualFold(scheme, "Token") || (strings.EqualFold(scheme, "Bearer") && strings.HasPrefix(cred, auth.PATPrefix)):
+		return a.o.Users.CheckPAT(ctx, cred)
+	case strings.EqualFold(scheme, "Bearer") && a.o.JWT != nil:
+		c, err := a.o.JWT.Verify(ctx, cred)
+		if err != nil {
+			if errors.Is(err, auth.ErrIdPUnusable) {
+				return account.User{}, err
+			}
+			return account.User{}, fmt.Errorf("%w: %w", users.ErrUnauthenticated, err)
+		}
+		return a.o.Users.CheckClaims(ctx, c)
+	}
+	return account.User{}, fmt.Errorf("%w: the stream's credentials are no longer accepted", users.ErrUnauthenticated)
+}
+
 // EventStreamPath is the live event stream's route.
 const EventStreamPath = "/api/events/stream"
 
-// end tells the client why the stream ends; it reconnects only to learn
-// the status (401, 403).
-func (s *liveStream) end(err error) {
-	msg := "the credentials are no longer valid"
-	if errors.Is(err, users.ErrBlocked) {
-		msg = "user is blocked"
-	} else if errors.Is(err, users.ErrForbidden) {
-		msg = "the caller's role may no longer use this stream"
+// endMessage is what an ending stream tells its client, and whether the
+// cause is the server's (logged) rather than the caller's.
+func endMessage(err error) (msg string, server bool) {
+	switch {
+	case errors.Is(err, users.ErrBlocked):
+		return "user is blocked", false
+	case errors.Is(err, errScopeChanged):
+		return "the caller's permissions changed; reconnect to hear what they now allow", false
+	case errors.Is(err, users.ErrForbidden):
+		return "the caller's role may no longer use this stream", false
+	case errors.Is(err, users.ErrUnauthenticated), errors.Is(err, users.ErrPendingApproval):
+		return "the credentials are no longer valid", false
+	}
+	return "the server could not check the credentials (store or identity provider unavailable); reconnect", true
+}
+
+// end tells the client why the stream ends; it reconnects to learn the
+// status (401, 403) or, after a role change or a server error, to go on.
+func (s *liveStream) end(ctx context.Context, err error) {
+	msg, server := endMessage(err)
+	if server && ctx.Err() == nil {
+		s.a.o.Log.WarnContext(ctx, "live event stream ended: its credentials could not be checked", "account", s.caller.AccountID, "user", s.caller.ID, "err", err)
 	}
 	_ = s.write(fmt.Sprintf("event: end\ndata: {\"message\":%q}\n\n", msg))
 }

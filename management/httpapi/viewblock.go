@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -23,16 +24,32 @@ func (a *API) viewGate(pattern string, h handler) handler {
 	self := strings.HasPrefix(path, "/api/users/{userId}")
 	allowed := path == "/api/users/current" || path == "/api/instance/version" || path == "/api/peers" || path == EventStreamPath || strings.HasPrefix(path, "/api/peers/{peerId}")
 	return func(w http.ResponseWriter, r *http.Request, caller account.User) error {
-		if !auth.Restricted(caller.Role) || allowed || (self && r.PathValue("userId") == string(caller.ID)) {
+		if allowed || (self && r.PathValue("userId") == string(caller.ID)) {
 			return h(w, r, caller)
 		}
-		acc, err := a.callerAccount(r.Context(), caller)
+		blocked, err := a.viewBlocked(r.Context(), caller)
 		if err != nil {
 			return err
 		}
-		if acc.Settings.RegularUsersViewBlocked {
+		if blocked {
 			return errViewBlocked
 		}
 		return h(w, r, caller)
 	}
+}
+
+// viewBlocked reports whether the account's regular_users_view_blocked
+// keeps caller from all but its own user and peers: its role is user or
+// billing_admin, a service user's too (whose role would otherwise read
+// everything). viewGate and the live event streams (scopeOf) both decide
+// by it.
+func (a *API) viewBlocked(ctx context.Context, caller account.User) (bool, error) {
+	if !auth.Restricted(caller.Role) {
+		return false, nil
+	}
+	acc, err := a.callerAccount(ctx, caller)
+	if err != nil {
+		return false, err
+	}
+	return acc.Settings.RegularUsersViewBlocked, nil
 }

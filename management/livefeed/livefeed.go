@@ -46,6 +46,32 @@ const (
 	AllKinds = Account<<1 - 1
 )
 
+// What each domain service's change notifications publish, defined once
+// for the server's wiring and the tests. A service notifies after any
+// change to the network it manages; these are the lists that may show it.
+const (
+	// PeerServiceKinds: an agent's login, meta change, expiry or a peer
+	// update changes the peer list and logs an event; group and policy
+	// lists show no peer data, and the group counts a registration or
+	// deletion moves are published apart (PeerServiceMembership), so
+	// every agent login does not make those pages refetch.
+	PeerServiceKinds = Peers | Events
+	// PeerServiceMembership: a peer joined or left the account, so group
+	// peer counts moved, and a temporary peer's policies came or went
+	// with it.
+	PeerServiceMembership = Groups | Policies
+	// UserServiceKinds: users, their peers (a deleted user's go with it),
+	// auto-groups, settings and the activity log.
+	UserServiceKinds = Users | Peers | Groups | Events | Account
+	// AccessServiceKinds: groups, policies (posture checks), setup keys
+	// and the peers' group memberships.
+	AccessServiceKinds = Groups | Policies | SetupKeys | Peers | Events
+	// RoutingServiceKinds: routes, networks and their groups.
+	RoutingServiceKinds = Routes | Networks | Groups | Events
+	// DNSServiceKinds: nameservers, settings and zones.
+	DNSServiceKinds = DNS | Events
+)
+
 // names are the kinds' wire names (the SSE event field), in bit order.
 var names = [...]string{"peers", "groups", "policies", "setup-keys", "users", "routes", "networks", "dns", "events", "account"}
 
@@ -85,6 +111,9 @@ type Options struct {
 	MaxPerUser int
 	// MaxPerAccount bounds an account's open streams (0: 500).
 	MaxPerAccount int
+	// MaxStreams bounds the open streams of all accounts together (0:
+	// 5000): each holds a connection and a goroutine.
+	MaxStreams int
 }
 
 // maxPendingPeers bounds the peer-scoped changes a stream remembers
@@ -94,11 +123,12 @@ const maxPendingPeers = 256
 // Feed holds the open streams by account. Its methods are safe for
 // concurrent use; the zero value is not usable: use New.
 type Feed struct {
-	maxUser, maxAcc int
+	maxUser, maxAcc, maxAll int
 
 	mu     sync.Mutex
 	closed bool
 	subs   map[account.ID]map[*Sub]struct{}
+	n      int // open streams of all accounts
 }
 
 // New returns an empty feed.
@@ -109,7 +139,10 @@ func New(o Options) *Feed {
 	if o.MaxPerAccount <= 0 {
 		o.MaxPerAccount = 500
 	}
-	return &Feed{maxUser: o.MaxPerUser, maxAcc: o.MaxPerAccount, subs: map[account.ID]map[*Sub]struct{}{}}
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = 5000
+	}
+	return &Feed{maxUser: o.MaxPerUser, maxAcc: o.MaxPerAccount, maxAll: o.MaxStreams, subs: map[account.ID]map[*Sub]struct{}{}}
 }
 
 // Sub is one open stream's subscription.
@@ -129,9 +162,11 @@ type Sub struct {
 type Pending struct {
 	// Kinds changed account-wide.
 	Kinds Kind
-	// Peers are peers whose own state changed (online, offline,
-	// connection report): a Peers change only they are concerned by.
-	Peers map[account.PeerID]struct{}
+	// Peers are peers that changed (online, offline, connection report,
+	// renamed, approved, deleted...), each with its owner: a Peers change
+	// that concerns that user (and callers who see every peer) alone. An
+	// empty owner is unknown to the publisher: the stream resolves it.
+	Peers map[account.PeerID]account.UserID
 	// ManyPeers: more peer-scoped changes than Peers keeps.
 	ManyPeers bool
 	// Serial is the highest network serial a change made elsewhere (by
@@ -155,6 +190,9 @@ func (f *Feed) Subscribe(acc account.ID, user account.UserID) (*Sub, error) {
 	if f.closed {
 		return nil, ErrClosed
 	}
+	if f.n >= f.maxAll {
+		return nil, fmt.Errorf("%w: the server has %d open (the limit)", ErrTooManyStreams, f.n)
+	}
 	m := f.subs[acc]
 	if len(m) >= f.maxAcc {
 		return nil, fmt.Errorf("%w: the account has %d open (the limit); close dashboards or scripts that stream", ErrTooManyStreams, len(m))
@@ -174,6 +212,7 @@ func (f *Feed) Subscribe(acc account.ID, user account.UserID) (*Sub, error) {
 	}
 	s := &Sub{f: f, acc: acc, user: user, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	m[s] = struct{}{}
+	f.n++
 	return s, nil
 }
 
@@ -193,9 +232,12 @@ func (f *Feed) External(acc account.ID, serial uint64) {
 	f.each(acc, func(p *Pending) { p.Serial = max(p.Serial, serial) })
 }
 
-// PeerChanged tells the account's streams that one peer's own state
-// changed (it went online or offline, or reported its connections).
-func (f *Feed) PeerChanged(acc account.ID, peer account.PeerID) {
+// PeerChanged tells the account's streams that one peer changed: it went
+// online or offline, reported its connections, or someone renamed,
+// approved or deleted it. owner is the peer's user ("": unknown to the
+// caller, or none), so a stream of a user who sees only its own peers
+// learns of changes others make to them, deletions included.
+func (f *Feed) PeerChanged(acc account.ID, peer account.PeerID, owner account.UserID) {
 	f.each(acc, func(p *Pending) {
 		if p.ManyPeers {
 			return
@@ -205,11 +247,17 @@ func (f *Feed) PeerChanged(acc account.ID, peer account.PeerID) {
 			return
 		}
 		if p.Peers == nil {
-			p.Peers = map[account.PeerID]struct{}{}
+			p.Peers = map[account.PeerID]account.UserID{}
 		}
-		p.Peers[peer] = struct{}{}
+		if owner != "" || p.Peers[peer] == "" {
+			p.Peers[peer] = owner
+		}
 	})
 }
+
+// MembershipChanged tells the account's streams that a peer joined or
+// left it (the peers service's StateNotifier).
+func (f *Feed) MembershipChanged(acc account.ID) { f.Publish(acc, PeerServiceMembership) }
 
 func (f *Feed) each(acc account.ID, fn func(*Pending)) {
 	f.mu.Lock()
@@ -244,6 +292,7 @@ func (f *Feed) Close() {
 		}
 		delete(f.subs, acc)
 	}
+	f.n = 0
 }
 
 // Wake fires (coalesced) when something is pending.
@@ -251,6 +300,35 @@ func (s *Sub) Wake() <-chan struct{} { return s.wake }
 
 // Done is closed when the feed shuts down or the subscription closes.
 func (s *Sub) Done() <-chan struct{} { return s.done }
+
+// Requeue puts back what a Take returned that the stream could not tell
+// yet, merged with what came since, without waking it.
+func (s *Sub) Requeue(p Pending) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := &s.pending
+	q.Kinds |= p.Kinds
+	q.Serial = max(q.Serial, p.Serial)
+	q.ManyPeers = q.ManyPeers || p.ManyPeers
+	for id, owner := range p.Peers {
+		if q.ManyPeers {
+			break
+		}
+		if len(q.Peers) >= maxPendingPeers {
+			q.Peers, q.ManyPeers = nil, true
+			break
+		}
+		if q.Peers == nil {
+			q.Peers = map[account.PeerID]account.UserID{}
+		}
+		if cur, ok := q.Peers[id]; !ok || cur == "" {
+			q.Peers[id] = owner
+		}
+	}
+	if q.ManyPeers {
+		q.Peers = nil
+	}
+}
 
 // Take returns what is pending and forgets it.
 func (s *Sub) Take() Pending {
@@ -266,6 +344,9 @@ func (s *Sub) Close() {
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
 	if m := s.f.subs[s.acc]; m != nil {
+		if _, ok := m[s]; ok {
+			s.f.n--
+		}
 		delete(m, s)
 		if len(m) == 0 {
 			delete(s.f.subs, s.acc)

@@ -2,6 +2,8 @@ package livefeed
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -47,9 +49,10 @@ func TestPublishCoalesces(t *testing.T) {
 	}
 	f.Publish("acc-a", Groups)
 	f.Publish("acc-a", Policies|Events)
-	f.PeerChanged("acc-a", "p1")
-	f.PeerChanged("acc-a", "p1")
-	f.PeerChanged("acc-a", "p2")
+	f.PeerChanged("acc-a", "p1", "")
+	f.PeerChanged("acc-a", "p1", "u1") // a named owner wins over unknown
+	f.PeerChanged("acc-a", "p1", "")   // and is kept
+	f.PeerChanged("acc-a", "p2", "")
 	f.External("acc-a", 7)
 	f.External("acc-a", 5)
 	if !woken(a) {
@@ -58,7 +61,7 @@ func TestPublishCoalesces(t *testing.T) {
 	if woken(a) {
 		t.Error("stream woken twice for one burst")
 	}
-	want := Pending{Kinds: Groups | Policies | Events, Serial: 7, Peers: map[account.PeerID]struct{}{"p1": {}, "p2": {}}}
+	want := Pending{Kinds: Groups | Policies | Events, Serial: 7, Peers: map[account.PeerID]account.UserID{"p1": "u1", "p2": ""}}
 	if d := cmp.Diff(want, a.Take()); d != "" {
 		t.Errorf("pending (-want +got):\n%s", d)
 	}
@@ -76,7 +79,7 @@ func TestManyPeers(t *testing.T) {
 	f := New(Options{})
 	s, _ := f.Subscribe("acc", "u")
 	for i := range maxPendingPeers + 1 {
-		f.PeerChanged("acc", account.PeerID(rune('a'+i%26))+account.PeerID(string(rune(i))))
+		f.PeerChanged("acc", account.PeerID(rune('a'+i%26))+account.PeerID(string(rune(i))), "u")
 	}
 	p := s.Take()
 	if !p.ManyPeers || p.Peers != nil {
@@ -152,5 +155,75 @@ func TestNotifier(t *testing.T) {
 	}
 	if got := s.Take().Kinds; got != Routes|Networks {
 		t.Errorf("kinds = %v, want routes,networks", got)
+	}
+}
+
+// TestMaxStreams: the server-wide limit counts every account's streams,
+// refuses past it naming it, and a closed stream (or Close) frees places.
+func TestMaxStreams(t *testing.T) {
+	f := New(Options{MaxStreams: 2})
+	a, err := f.Subscribe("acc-a", "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Subscribe("acc-b", "u2"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Subscribe("acc-c", "u3")
+	if !errors.Is(err, ErrTooManyStreams) || !strings.Contains(err.Error(), "the server has 2 open") {
+		t.Fatalf("third stream of the server: %v, want %v naming the server's limit", err, ErrTooManyStreams)
+	}
+	a.Close()
+	a.Close() // idempotent: frees one place, not two
+	if _, err := f.Subscribe("acc-c", "u3"); err != nil {
+		t.Fatalf("after a close: %v", err)
+	}
+	if _, err := f.Subscribe("acc-d", "u4"); !errors.Is(err, ErrTooManyStreams) {
+		t.Fatalf("past the limit again: %v", err)
+	}
+}
+
+// TestServiceKinds: what each domain service publishes. An agent's login
+// or meta change (the peers service) must not make the groups and
+// policies pages refetch; a registration or deletion moves group counts.
+func TestServiceKinds(t *testing.T) {
+	if PeerServiceKinds&(Groups|Policies) != 0 {
+		t.Errorf("peers service publishes %v, want neither groups nor policies", PeerServiceKinds)
+	}
+	f := New(Options{})
+	s, _ := f.Subscribe("acc", "u")
+	f.MembershipChanged("acc")
+	if got := s.Take().Kinds; got != Groups|Policies {
+		t.Errorf("membership change published %v, want groups and policies", got)
+	}
+}
+
+// TestRequeue: what a stream puts back merges with what came since and
+// does not wake it; too many peers stay "many".
+func TestRequeue(t *testing.T) {
+	f := New(Options{})
+	s, _ := f.Subscribe("acc", "u")
+	f.Publish("acc", Users)
+	f.PeerChanged("acc", "p1", "")
+	<-s.Wake()
+	p := s.Take()
+	f.PeerChanged("acc", "p1", "u")
+	f.External("acc", 3)
+	<-s.Wake()
+	s.Requeue(p)
+	if woken(s) {
+		t.Error("Requeue woke the stream")
+	}
+	want := Pending{Kinds: Users, Serial: 3, Peers: map[account.PeerID]account.UserID{"p1": "u"}}
+	if d := cmp.Diff(want, s.Take()); d != "" {
+		t.Errorf("after Requeue (-want +got):\n%s", d)
+	}
+	many := Pending{Peers: map[account.PeerID]account.UserID{}}
+	for i := range maxPendingPeers + 1 {
+		many.Peers[account.PeerID(fmt.Sprint(i))] = ""
+	}
+	s.Requeue(many)
+	if got := s.Take(); !got.ManyPeers || got.Peers != nil {
+		t.Errorf("requeued %d peers: many=%v, %d kept", len(many.Peers), got.ManyPeers, len(got.Peers))
 	}
 }

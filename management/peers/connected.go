@@ -73,7 +73,7 @@ func (s *Service) SetConnected(ctx context.Context, acc account.ID, id account.P
 		return s.writeConnected(wctx, items)
 	})
 	if err == nil && s.States != nil {
-		s.States.PeerChanged(acc, id)
+		s.States.PeerChanged(acc, id, "")
 	}
 	return err
 }
@@ -93,7 +93,7 @@ func (s *Service) MarkOnline(ctx context.Context, peers map[account.ID][]account
 	}
 	if s.States != nil {
 		for _, it := range items {
-			s.States.PeerChanged(it.acc, it.id)
+			s.States.PeerChanged(it.acc, it.id, "")
 		}
 	}
 	return nil

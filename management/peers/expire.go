@@ -101,6 +101,11 @@ func (s *Service) expire(ctx context.Context, since time.Time, seen map[account.
 			s.log.Info(sw.log, "peer", p.ID, "name", p.Name, "user", p.UserID)
 		}
 		s.notify.AccountChanged(acc)
+		if s.States != nil {
+			for _, p := range ps {
+				s.States.PeerChanged(acc, p.ID, p.UserID) // its owner sees it expire
+			}
+		}
 	}
 	return nil
 }

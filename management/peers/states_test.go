@@ -23,7 +23,9 @@ type stateLog struct {
 	seen []account.PeerID
 }
 
-func (l *stateLog) PeerChanged(_ account.ID, id account.PeerID) {
+func (l *stateLog) MembershipChanged(account.ID) {}
+
+func (l *stateLog) PeerChanged(_ account.ID, id account.PeerID, _ account.UserID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seen = append(l.seen, id)
@@ -60,6 +62,9 @@ func TestStatesNotified(t *testing.T) {
 		p, _, err := svc.Login(ctx, peers.LoginInput{Key: pk.Public(), SetupKey: secret, Meta: account.Meta{Hostname: "h"}})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if d := cmp.Diff([]account.PeerID{p.ID}, log.take()); d != "" {
+			t.Errorf("registration told (-want +got):\n%s", d)
 		}
 		before := n.count()
 		if err := svc.SetConnected(ctx, acc.ID, p.ID, true); err != nil {

@@ -143,6 +143,9 @@ func (s *Service) CreateTemporary(ctx context.Context, acc account.ID, target ac
 		return account.Peer{}, fmt.Errorf("temporary access to %s: %w", target, err)
 	}
 	s.notify.AccountChanged(acc)
+	if s.States != nil {
+		s.States.MembershipChanged(acc) // with its policies
+	}
 	return p, nil
 }
 

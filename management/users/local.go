@@ -372,6 +372,9 @@ func (s *Service) AcceptInvite(ctx context.Context, token, password string) (acc
 	if err != nil {
 		return account.User{}, mapErr(err)
 	}
+	// A new user, with auto-groups: the users list and the log changed
+	// (the route is public, so the REST layer announces nothing).
+	s.o.Notify.AccountChanged(u.AccountID)
 	return u, nil
 }
 

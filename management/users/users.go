@@ -61,6 +61,11 @@ type Notifier interface {
 	AccountChanged(id account.ID)
 }
 
+// noNotify is the notifier of a service given none.
+type noNotify struct{}
+
+func (noNotify) AccountChanged(account.ID) {}
+
 // Options configure the service.
 type Options struct {
 	Store  *store.Store
@@ -146,6 +151,9 @@ func New(o Options) *Service {
 	if o.Mode == "" {
 		o.Mode = SingleAccount
 	}
+	if o.Notify == nil {
+		o.Notify = noNotify{}
+	}
 	return &Service{o: o, hash: idp.HashPassword, compare: comparePassword, pwGuard: newGuard(passwordBurst, passwordRefill)}
 }
 
@@ -181,6 +189,7 @@ func (s *Service) FromClaims(ctx context.Context, c auth.Claims) (account.User, 
 	var (
 		u       account.User
 		changed bool
+		joined  bool // a first login created the user
 	)
 	err := s.o.Store.Tx(ctx, func(tx *store.Tx) error {
 		var err error
@@ -201,6 +210,7 @@ func (s *Service) FromClaims(ctx context.Context, c auth.Claims) (account.User, 
 			if u, err = s.join(ctx, tx, c); err != nil {
 				return err
 			}
+			joined = true
 		}
 		if u.PendingApproval {
 			// Kept (a new user must be stored to be approved), refused
@@ -244,11 +254,13 @@ func (s *Service) FromClaims(ctx context.Context, c auth.Claims) (account.User, 
 	if err != nil {
 		return account.User{}, mapErr(err)
 	}
+	if changed || joined {
+		// A new user (pending approval too: the admins approve it from
+		// the users list) or new group memberships.
+		s.o.Notify.AccountChanged(u.AccountID)
+	}
 	if u.PendingApproval {
 		return account.User{}, ErrPendingApproval
-	}
-	if changed {
-		s.o.Notify.AccountChanged(u.AccountID)
 	}
 	return u, nil
 }

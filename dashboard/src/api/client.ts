@@ -153,27 +153,7 @@ export class Client {
   ): Promise<ResponseOf<P, M>> {
     const url = this.base + fillPath(template, opts.path as Record<string, string> | undefined) + queryString(opts.query);
     const verb = method.toUpperCase();
-    const headers: Record<string, string> = { Accept: "application/json" };
-    const token = this.o.token ? await this.o.token() : null;
-    if (token) headers.Authorization = `Bearer ${token}`;
-    let body: string | undefined;
-    if (opts.body !== undefined) {
-      headers["Content-Type"] = "application/json";
-      body = JSON.stringify(opts.body);
-    }
-    let res: Response;
-    try {
-      res = await this.doFetch(url, { method: verb, headers, body, signal: opts.signal ?? null });
-    } catch (e) {
-      if (e instanceof DOMException && e.name === "AbortError") throw e;
-      const why = e instanceof Error ? e.message : String(e);
-      throw new ApiError(0, `the server could not be reached (${why})`, 0, verb, url);
-    }
-    if (!res.ok) {
-      const err = await errorFrom(res, verb, url);
-      if (err.unauthenticated) this.o.onUnauthenticated?.(err);
-      throw err;
-    }
+    const res = await this.send(verb, url, { accept: "application/json", body: opts.body, signal: opts.signal ?? null });
     const text = await res.text();
     if (!text) return undefined as ResponseOf<P, M>;
     try {
@@ -190,21 +170,48 @@ export class Client {
    */
   async openStream(template: "/api/events/stream", signal: AbortSignal): Promise<Response> {
     const url = this.base + template;
-    const headers: Record<string, string> = { Accept: "text/event-stream" };
+    const res = await this.send("GET", url, { accept: "text/event-stream", signal, stream: true });
+    const type = res.headers.get("Content-Type") ?? "";
+    if (!/^text\/event-stream\b/i.test(type)) {
+      // A proxy's page or an SPA fallback: not the stream.
+      void res.body?.cancel().catch(() => undefined);
+      throw new ApiError(res.status, `the live event stream answered ${type || "no Content-Type"}, not text/event-stream`, res.status, "GET", url);
+    }
+    return res;
+  }
+
+  /**
+   * One request with the bearer token: a network failure becomes an
+   * ApiError with status 0, an error status the server's ApiError (a 401
+   * also reaches onUnauthenticated); an abort is rethrown as is. A stream
+   * is not sent while logged out (nothing to stream, no 401 to act on).
+   */
+  private async send(
+    verb: string,
+    url: string,
+    o: { accept: string; body?: unknown; signal: AbortSignal | null; stream?: boolean },
+  ): Promise<Response> {
+    const headers: Record<string, string> = { Accept: o.accept };
     const token = this.o.token ? await this.o.token() : null;
-    // Logged out: nothing to stream (and no 401 to act on).
-    if (!token) throw new ApiError(401, "not logged in", 401, "GET", url);
-    headers.Authorization = `Bearer ${token}`;
+    if (token) headers.Authorization = `Bearer ${token}`;
+    else if (o.stream) throw new ApiError(401, "not logged in", 401, verb, url);
+    let body: string | undefined;
+    if (o.body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      body = JSON.stringify(o.body);
+    }
+    const init: RequestInit = { method: verb, headers, body, signal: o.signal };
+    if (o.stream) init.cache = "no-store";
     let res: Response;
     try {
-      res = await this.doFetch(url, { method: "GET", headers, signal, cache: "no-store" });
+      res = await this.doFetch(url, init);
     } catch (e) {
       if (e instanceof DOMException && e.name === "AbortError") throw e;
       const why = e instanceof Error ? e.message : String(e);
-      throw new ApiError(0, `the server could not be reached (${why})`, 0, "GET", url);
+      throw new ApiError(0, `the server could not be reached (${why})`, 0, verb, url);
     }
     if (!res.ok) {
-      const err = await errorFrom(res, "GET", url);
+      const err = await errorFrom(res, verb, url);
       if (err.unauthenticated) this.o.onUnauthenticated?.(err);
       throw err;
     }

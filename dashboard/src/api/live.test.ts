@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ALL, type Clock, LiveStream, SSEParser, type SSEEvent } from "./live";
+import { ALL, type Clock, LiveStream, MAX_EVENT_BYTES, SSEParser, type SSEEvent, type Visibility } from "./live";
 
 describe("SSEParser", () => {
   const whole =
@@ -23,6 +23,17 @@ describe("SSEParser", () => {
       for (let i = 0; i < whole.length; i += size) got.push(...p.push(whole.slice(i, i + size)));
       expect(got, `chunks of ${size}`).toEqual(want);
     }
+  });
+
+  it("refuses an event longer than 64 KiB", () => {
+    const p = new SSEParser();
+    expect(p.push("event: peers\ndata: " + "x".repeat(1000) + "\n\n")).toHaveLength(1);
+    expect(() => p.push("x".repeat(MAX_EVENT_BYTES + 1))).toThrow(/longer than/);
+    const q = new SSEParser();
+    // Many short data lines of one event count too.
+    expect(() => {
+      for (let i = 0; i < 200; i++) q.push("data: " + "y".repeat(1000) + "\n");
+    }).toThrow(/longer than/);
   });
 
   it("keeps an unfinished event until its blank line", () => {
@@ -75,14 +86,37 @@ interface FakeConn {
   close(): void;
 }
 
-function rig(opts: { failFirst?: number } = {}) {
+/** A page whose visibility the test sets. */
+class FakeVisibility implements Visibility {
+  isHidden = false;
+  private fns = new Set<() => void>();
+  hidden() {
+    return this.isHidden;
+  }
+  onChange(fn: () => void) {
+    this.fns.add(fn);
+    return () => void this.fns.delete(fn);
+  }
+  set(hidden: boolean) {
+    this.isHidden = hidden;
+    for (const fn of [...this.fns]) fn();
+  }
+  get listeners() {
+    return this.fns.size;
+  }
+}
+
+function rig(opts: { failFirst?: number; failWith?: unknown; contentType?: string } = {}) {
   const clock = new FakeClock();
+  const visibility = new FakeVisibility();
   const conns: FakeConn[] = [];
   let fails = opts.failFirst ?? 0;
+  let opened = 0;
   const open = (signal: AbortSignal): Promise<Response> => {
+    opened++;
     if (fails > 0) {
       fails--;
-      return Promise.reject(new Error("refused"));
+      return Promise.reject(opts.failWith ?? new Error("refused"));
     }
     let ctl!: ReadableStreamDefaultController<Uint8Array>;
     const body = new ReadableStream<Uint8Array>({ start: (c) => void (ctl = c) });
@@ -102,11 +136,11 @@ function rig(opts: { failFirst?: number } = {}) {
     conns.push({ signal, send: (t) => ctl.enqueue(enc.encode(t)), close });
     return Promise.resolve(new Response(body, { headers: { "Content-Type": "text/event-stream" } }));
   };
-  const live = new LiveStream({ open, clock, random: () => 0.998, minBackoffMs: 1000, maxBackoffMs: 8000, idleMs: 45_000, lingerMs: 10_000 });
+  const live = new LiveStream({ open, clock, visibility, random: () => 0.998, minBackoffMs: 1000, maxBackoffMs: 8000, idleMs: 45_000, lingerMs: 10_000 });
   const kinds: string[] = [];
   const states: string[] = [];
   live.onState((s) => states.push(s));
-  return { clock, conns, live, kinds, states, listen: () => live.subscribe((k) => kinds.push(k)) };
+  return { clock, conns, live, kinds, states, visibility, opened: () => opened, listen: () => live.subscribe((k) => kinds.push(k)) };
 }
 
 describe("LiveStream", () => {
@@ -144,13 +178,13 @@ describe("LiveStream", () => {
     r.conns[0]!.send("event: ready\ndata: {}\n\n");
     await flush();
     expect(r.kinds).toEqual([ALL]);
-    // The server ends the stream: down, one short wait (the count was
-    // reset by ready), a new stream, and everything again once ready.
+    // The server ends the stream at once: the backoff goes on growing
+    // (a stream reset it only after 30 s up).
     r.conns[0]!.close();
     await flush();
     expect(r.live.state).toBe("down");
-    expect(r.clock.pending()[0]).toBe(999);
-    await r.clock.advance(999);
+    expect(r.clock.pending()[0]).toBe(7992);
+    await r.clock.advance(7992);
     expect(r.conns).toHaveLength(2);
     r.conns[1]!.send("event: ready\ndata: {}\n\nevent: users\ndata: {}\n\n");
     await flush();
@@ -192,5 +226,75 @@ describe("LiveStream", () => {
     await r.clock.advance(10_000);
     expect(r.conns[0]!.signal.aborted).toBe(true);
     expect(r.clock.pending()).toEqual([]);
+  });
+
+  it("resets the backoff only after 30 s up", async () => {
+    const r = rig({ failFirst: 3 });
+    r.listen();
+    await flush();
+    for (let i = 0; i < 3; i++) await r.clock.advance(r.clock.pending()[0]!);
+    r.conns[0]!.send("event: ready\ndata: {}\n\n");
+    await flush();
+    await r.clock.advance(30_000);
+    r.conns[0]!.send(": ping\n\n");
+    await flush();
+    r.conns[0]!.close();
+    await flush();
+    expect(r.clock.pending()[0]).toBe(999);
+    r.live.stop();
+  });
+
+  it("stops on 404 and polls instead", async () => {
+    const r = rig({ failFirst: 1, failWith: { status: 404, message: "live event streams are not enabled" } });
+    r.listen();
+    await flush();
+    expect(r.live.state).toBe("down");
+    await r.clock.advance(120_000);
+    expect(r.opened()).toBe(1);
+    expect(r.clock.pending()).toEqual([]);
+    r.live.stop();
+  });
+
+  it("lets go of the stream while hidden, reopens when shown", async () => {
+    const r = rig();
+    r.listen();
+    await flush();
+    r.conns[0]!.send("event: ready\ndata: {}\n\n");
+    await flush();
+    // A glance at another tab keeps the stream.
+    r.visibility.set(true);
+    await r.clock.advance(5000);
+    r.visibility.set(false);
+    await r.clock.advance(20_000);
+    expect(r.conns[0]!.signal.aborted).toBe(false);
+    // Hidden for the linger: the connection goes, nothing reconnects.
+    r.visibility.set(true);
+    await r.clock.advance(10_000);
+    expect(r.conns[0]!.signal.aborted).toBe(true);
+    expect(r.live.state).toBe("down");
+    await r.clock.advance(600_000);
+    expect(r.conns).toHaveLength(1);
+    // Shown: at once a new stream, everything refetched once ready.
+    r.visibility.set(false);
+    await flush();
+    expect(r.conns).toHaveLength(2);
+    r.conns[1]!.send("event: ready\ndata: {}\n\nevent: peers\ndata: {}\n\n");
+    await flush();
+    expect(r.kinds).toEqual([ALL, ALL, "peers"]);
+    r.live.stop();
+    expect(r.visibility.listeners).toBe(0);
+    expect(r.clock.pending()).toEqual([]);
+  });
+
+  it("does not open while the page starts hidden past the linger", async () => {
+    const r = rig();
+    r.visibility.isHidden = true;
+    r.listen();
+    await flush();
+    await r.clock.advance(10_000);
+    expect(r.conns[0]!.signal.aborted).toBe(true);
+    await r.clock.advance(120_000);
+    expect(r.opened()).toBe(1);
+    r.live.stop();
   });
 });

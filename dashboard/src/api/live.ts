@@ -8,6 +8,11 @@
  * and, once back, asks every page to refetch ("*"), since changes made
  * meanwhile were not told.
  *
+ * A hidden tab lets go of its stream after the linger and opens it again
+ * when shown: browsers allow six HTTP/1.1 connections per host, shared by
+ * all tabs, and six tabs each holding a stream would leave none for the
+ * API calls themselves.
+ *
  * It does not fetch any data itself.
  */
 import { createContext } from "react";
@@ -39,8 +44,13 @@ export interface SSEEvent {
  * "field: value" loses one leading space; data lines join with "\n"; an
  * event without a name is "message"; one without data is dropped.
  */
+/** The longest event (or unfinished line) a parser keeps: 64 KiB. */
+export const MAX_EVENT_BYTES = 64 * 1024;
+
 export class SSEParser {
   private buf = "";
+  /** The characters of the event being read (its data lines). */
+  private size = 0;
   private name = "";
   private data: string[] = [];
   private sawData = false;
@@ -65,6 +75,11 @@ export class SSEParser {
       const ev = this.line(line);
       if (ev) out.push(ev);
     }
+    // Ours are some tens of bytes: a server (or something in between)
+    // that sends more is not the live event stream.
+    if (this.buf.length + this.size > MAX_EVENT_BYTES) {
+      throw new Error(`an event of the live event stream is longer than ${MAX_EVENT_BYTES} bytes`);
+    }
     return out;
   }
 
@@ -74,6 +89,7 @@ export class SSEParser {
       this.name = "";
       this.data = [];
       this.sawData = false;
+      this.size = 0;
       return ev;
     }
     if (line.startsWith(":")) return null;
@@ -84,6 +100,7 @@ export class SSEParser {
     if (field === "event") this.name = value;
     else if (field === "data") {
       this.data.push(value);
+      this.size += value.length + 1;
       this.sawData = true;
     }
     return null;
@@ -102,6 +119,28 @@ const realClock: Clock = {
   setTimeout: (fn, ms) => globalThis.setTimeout(fn, ms),
   clearTimeout: (h) => globalThis.clearTimeout(h as ReturnType<typeof setTimeout>),
 };
+
+/** Whether the page is shown, injectable so tests drive it. */
+export interface Visibility {
+  hidden(): boolean;
+  /** Calls fn on every change; returns the unsubscribe. */
+  onChange(fn: () => void): () => void;
+}
+
+/** The document's visibility (always visible where there is no document). */
+const documentVisibility: Visibility = {
+  hidden: () => typeof document !== "undefined" && document.visibilityState === "hidden",
+  onChange: (fn) => {
+    if (typeof document === "undefined") return () => undefined;
+    document.addEventListener("visibilitychange", fn);
+    return () => document.removeEventListener("visibilitychange", fn);
+  },
+};
+
+/** An error that retrying cannot cure: the server has no such route. */
+function permanent(e: unknown): boolean {
+  return typeof e === "object" && e !== null && (e as { status?: unknown }).status === 404;
+}
 
 export interface LiveOptions {
   /** Opens the stream (Client.openStream); rejects when it answers an error. */
@@ -122,6 +161,14 @@ export interface LiveOptions {
    * so that moving between pages does not reconnect.
    */
   lingerMs?: number;
+  /** The page's visibility (the document's). */
+  visibility?: Visibility;
+  /**
+   * How long a stream must have been up before a drop counts as a first
+   * failure again (30 s): a server that accepts and ends at once is
+   * retried with growing waits, not every second.
+   */
+  stableMs?: number;
 }
 
 /**
@@ -144,6 +191,15 @@ export class LiveStream {
   private idleTimer: unknown = null;
   private failures = 0;
   private running = false;
+  private readonly visibility: Visibility;
+  private readonly stable: number;
+  private stableTimer: unknown = null;
+  private hiddenTimer: unknown = null;
+  /** Let go while the page is hidden; reopened when it is shown. */
+  private paused = false;
+  /** The server has no stream (404): polling only, until stop. */
+  private unavailable = false;
+  private offVisibility: (() => void) | null = null;
 
   constructor(private readonly o: LiveOptions) {
     this.clock = o.clock ?? realClock;
@@ -152,6 +208,8 @@ export class LiveStream {
     this.maxBackoff = o.maxBackoffMs ?? 30_000;
     this.idle = o.idleMs ?? 45_000;
     this.linger = o.lingerMs ?? 10_000;
+    this.visibility = o.visibility ?? documentVisibility;
+    this.stable = o.stableMs ?? 30_000;
   }
 
   get state(): LiveState {
@@ -188,20 +246,65 @@ export class LiveStream {
   private start() {
     this.running = true;
     this.failures = 0;
+    this.unavailable = false;
+    this.offVisibility = this.visibility.onChange(() => this.onVisibility());
+    this.paused = false;
+    if (this.visibility.hidden()) this.onVisibility();
     void this.connect();
   }
 
   /** Ends the stream and any pending reconnect. */
   stop() {
     this.running = false;
+    this.offVisibility?.();
+    this.offVisibility = null;
     if (this.lingerTimer !== null) this.clock.clearTimeout(this.lingerTimer);
     this.lingerTimer = null;
+    if (this.hiddenTimer !== null) this.clock.clearTimeout(this.hiddenTimer);
+    this.hiddenTimer = null;
+    this.paused = false;
+    this.disconnect();
+  }
+
+  /** Closes the connection and any pending reconnect; state down. */
+  private disconnect() {
     this.ctrl?.abort();
     this.ctrl = null;
     if (this.retry !== null) this.clock.clearTimeout(this.retry);
     this.retry = null;
+    this.clearStable();
     this.clearIdle();
     this.set("down");
+  }
+
+  /**
+   * Hidden for the linger: let go of the connection (a quick look at
+   * another tab keeps it). Shown again: reconnect at once; ready then
+   * asks every page to refetch.
+   */
+  private onVisibility() {
+    if (!this.running) return;
+    if (this.visibility.hidden()) {
+      if (this.hiddenTimer !== null || this.paused) return;
+      this.hiddenTimer = this.clock.setTimeout(() => {
+        this.hiddenTimer = null;
+        if (!this.running || !this.visibility.hidden()) return;
+        this.paused = true;
+        this.disconnect();
+      }, this.linger);
+      return;
+    }
+    if (this.hiddenTimer !== null) this.clock.clearTimeout(this.hiddenTimer);
+    this.hiddenTimer = null;
+    if (!this.paused) return;
+    this.paused = false;
+    this.failures = 0;
+    if (!this.unavailable) void this.connect();
+  }
+
+  private clearStable() {
+    if (this.stableTimer !== null) this.clock.clearTimeout(this.stableTimer);
+    this.stableTimer = null;
   }
 
   private set(s: LiveState) {
@@ -242,13 +345,17 @@ export class LiveStream {
         this.armIdle(c);
         for (const ev of parser.push(dec.decode(value, { stream: true }))) this.onEvent(ev);
       }
-    } catch {
-      // Refused, unreachable, cut or taken for dead: try again below.
+    } catch (e) {
+      // Refused, unreachable, cut or taken for dead: try again below;
+      // a server without the stream (404): poll instead, for good.
+      if (permanent(e)) this.unavailable = true;
     }
+    if (this.ctrl !== c || !this.running) return; // stopped or paused meanwhile
     this.clearIdle();
-    if (this.ctrl !== c || !this.running) return; // stopped meanwhile
+    this.clearStable();
     this.ctrl = null;
     this.set("down");
+    if (this.unavailable) return;
     this.failures++;
     this.retry = this.clock.setTimeout(() => void this.connect(), this.backoff(this.failures));
   }
@@ -256,7 +363,12 @@ export class LiveStream {
   private onEvent(ev: SSEEvent) {
     switch (ev.event) {
       case "ready":
-        this.failures = 0;
+        // Only a stream that stays up a while resets the backoff.
+        this.clearStable();
+        this.stableTimer = this.clock.setTimeout(() => {
+          this.stableTimer = null;
+          this.failures = 0;
+        }, this.stable);
         this.set("live");
         // Changes before the stream was live (while it was down, or
         // between a page's first load and now) were not told: look again.

@@ -63,4 +63,15 @@ describe("Client.openStream", () => {
     await expect(c.openStream("/api/events/stream", new AbortController().signal)).rejects.toBeInstanceOf(ApiError);
     expect(calls).toBe(0);
   });
+
+  it("refuses an answer that is not an event stream", async () => {
+    handler = (_q, res) => {
+      res.writeHead(200, { "Content-Type": "text/html" });
+      res.end("<html>the dashboard</html>");
+    };
+    const c = new Client({ baseURL: base, token: () => "tok-1" });
+    const err = await c.openStream("/api/events/stream", new AbortController().signal).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect((err as ApiError).message).toContain("text/html, not text/event-stream");
+  });
 });
