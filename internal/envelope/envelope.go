@@ -46,6 +46,16 @@ func (s *Shared) Seal(plaintext []byte) ([]byte, error) {
 	return s.SealWithNonce(plaintext, nonce), nil
 }
 
+// SealAppend seals plaintext and appends the body (as Seal returns it)
+// to dst, so a sender can seal straight into the buffer it writes out.
+func (s *Shared) SealAppend(dst, plaintext []byte) ([]byte, error) {
+	var nonce [NonceSize]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return nil, fmt.Errorf("nonce: %w", err)
+	}
+	return box.SealAfterPrecomputation(append(dst, nonce[:]...), plaintext, &nonce, &s.k), nil
+}
+
 // SealWithNonce encrypts with a caller-chosen nonce. Only tests with fixed
 // vectors should call it: reusing a nonce breaks confidentiality.
 func (s *Shared) SealWithNonce(plaintext []byte, nonce [NonceSize]byte) []byte {

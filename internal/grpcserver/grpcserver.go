@@ -33,6 +33,7 @@ func New(opts ...grpc.ServerOption) *grpc.Server {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 20 * time.Second, Timeout: 10 * time.Second}),
 		grpc.MaxRecvMsgSize(MaxMessage),
+		encodedCodec(), // proto, plus Encoded responses (encoded.go)
 	}
 	return grpc.NewServer(append(base, opts...)...)
 }

@@ -5,6 +5,7 @@
 package grpcapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"hash/maphash"
@@ -105,6 +106,11 @@ type Options struct {
 	// Ended learns that a peer's current Sync stream ended (nil: nobody);
 	// temporary peers are removed then.
 	Ended SyncEnder
+	// SendBudget bounds the bytes of network maps built and not yet
+	// written out to their clients, so memory during a fan-out does not
+	// grow with the number of streams (0: DefaultSendBudget). Needs a
+	// gRPC server from grpcserver.New.
+	SendBudget int64
 	// Conns keeps the connection reports of our agents (P2P, relayed)
 	// while their streams are open; nil: reports are ignored.
 	Conns *peerconns.Tracker
@@ -141,6 +147,12 @@ type Server struct {
 	// firstMaps bounds first maps sent to wiremesh agents and not yet
 	// read by them (Sync).
 	firstMaps chan struct{}
+	// sendBudget bounds the bytes of responses built and not yet written
+	// out (sendbudget.go); mapEstimate is the size of the last whole map
+	// sealed, a stream's estimate for its first.
+	sendBudget  *budget
+	mapEstimate atomic.Int64
+	bufs        bufPool // buffers of maps, reused (sendbudget.go)
 
 	logins, loginFailures, mapsSent, mapsSkipped, guessesRefused atomic.Int64
 	deltasSent                                                   atomic.Int64
@@ -174,7 +186,7 @@ func New(o Options) *Server {
 	}
 	return &Server{o: o, pub: o.ServerKey.Public(), closed: make(chan struct{}), fpSeed: maphash.MakeSeed(), firstMaps: make(chan struct{}, 32), keyGuard: ratelimit.New(ratelimit.Options{Burst: 10, Refill: 6 * time.Second, MaxKeys: 10000, Now: o.Now}),
 		keyLog:   ratelimit.NewEvery(10*time.Second, o.Now),
-		mapSlots: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
+		mapSlots: make(chan struct{}, 2*runtime.GOMAXPROCS(0)), sendBudget: newBudget(cmp.Or(o.SendBudget, DefaultSendBudget))}
 }
 
 // Register adds the service to g.
@@ -452,6 +464,7 @@ func (s *Server) Metrics() []metrics.Sample {
 		c("management_logins_total", "successful logins and registrations", s.logins.Load()),
 		c("management_login_failures_total", "refused logins", s.loginFailures.Load()),
 		c("management_setup_key_guesses_refused_total", "logins refused by the per-source wrong-key limit", s.guessesRefused.Load()),
+		{Name: "management_send_budget_bytes", Help: "bytes of network maps built and not yet written out (bounded by the send budget)", Kind: metrics.Gauge, Value: float64(s.sendBudget.inUse())},
 		c("management_maps_sent_total", "network maps sent on Sync streams", s.mapsSent.Load()),
 		c("management_map_deltas_sent_total", "network map deltas sent (of the maps sent) to clients that asked for them", s.deltasSent.Load()),
 		c("management_maps_skipped_total", "account changes that left a stream's map as it was (nothing sent)", s.mapsSkipped.Load()),

@@ -106,7 +106,26 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	// the peer has (nil: nothing to send), holding one of the map slots;
 	// done=true when the peer was deleted. Sending happens after the slot
 	// is released, so a client slow to read holds up nobody else.
-	prepare := func(full bool, since time.Time) (msg *mgmtpb.EncryptedMessage, done bool, err error) {
+	var lastSize int64 // of the last message prepared, the estimate for the next
+	prepare := func(full bool, since time.Time) (msg *sealedMsg, done bool, err error) {
+		// The share of the send budget (sendbudget.go) is taken before
+		// anything is built, so streams waiting for it hold no map.
+		est := lastSize
+		if est == 0 {
+			est = s.mapEstimate.Load()
+		}
+		held, err := s.sendBudget.acquire(ctx, est)
+		if err != nil {
+			return nil, true, nil
+		}
+		defer func() {
+			if msg == nil {
+				s.sendBudget.release(held)
+				return
+			}
+			msg.held = held
+			lastSize = int64(len(msg.wire))
+		}()
 		select {
 		case s.mapSlots <- struct{}{}:
 		case <-ctx.Done():
@@ -147,7 +166,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 					lastFP = 0 // the client's map is no longer the last full one
 					s.mapsSent.Add(1)
 					s.deltasSent.Add(1)
-					msg, err = s.seal(sh, &mgmtpb.SyncResponse{WiremeshDelta: d})
+					msg, err = s.sealMsg(sh, &mgmtpb.SyncResponse{WiremeshDelta: d})
 					return msg, false, err
 				}
 			}
@@ -161,7 +180,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 				return nil, true, err
 			}
 			s.o.Log.InfoContext(ctx, "peer removed, closing its stream", "peer", peer.ID)
-			msg, err := s.seal(sh, deletedResponse(sent+1))
+			msg, err := s.sealMsg(sh, deletedResponse(sent+1))
 			return msg, true, err
 		}
 		if !full && m.Serial <= sent {
@@ -176,7 +195,8 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		// A change elsewhere in the account that leaves this peer's map as
 		// it was (another peer's policy, a group it is not in) is not sent:
 		// only the affected peers get an update.
-		plain, fp := encodeMap(s.fpSeed, r, b)
+		plain, fp := encodeMapPooled(s.fpSeed, r, b, &s.bufs)
+		defer s.bufs.put(plain)
 		if deltas {
 			lastIx = ix
 		}
@@ -187,13 +207,31 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		lastFP = fp
 		clientSerial = m.Serial
 		s.mapsSent.Add(1)
-		msg, err = s.sealBytes(sh, plain)
-		return msg, false, err
+		wire, err := s.sealWire(sh, plain)
+		if err != nil {
+			return nil, false, err
+		}
+		s.mapEstimate.Store(int64(cap(wire)))
+		return &sealedMsg{wire: wire}, false, nil
 	}
+	// written is closed once the transport is done with the last message
+	// sent: a stream builds its next map only then, so a client slow to
+	// read has at most one message queued and gets the newest map when it
+	// catches up, never a backlog of older ones.
+	nothingQueued := make(chan struct{})
+	close(nothingQueued)
+	written := (<-chan struct{})(nothingQueued)
 	push := func(full bool, since time.Time) (bool, error) {
+		select {
+		case <-written:
+		case <-ctx.Done():
+			return true, nil
+		case <-s.closed:
+			return true, status.Error(codes.Unavailable, "server shutting down")
+		}
 		msg, done, err := prepare(full, since)
 		if err == nil && msg != nil {
-			err = stream.Send(msg)
+			written, err = s.sendSealed(ctx, stream, msg)
 		}
 		return done, err
 	}
@@ -353,10 +391,17 @@ func (s *Server) firstJobMessage(ctx context.Context, stream grpc.BidiStreamingS
 // DNS records, marshaled once per account state) after the map's other
 // fields. b may be nil (everything is marshaled here then).
 func encodeMap(seed maphash.Seed, r *mgmtpb.SyncResponse, b *bulk) (plain []byte, fp uint64) {
+	return encodeMapPooled(seed, r, b, nil)
+}
+
+// encodeMapPooled is encodeMap with its buffers from pool (nil: allocated);
+// the caller puts plain back when done with it.
+func encodeMapPooled(seed maphash.Seed, r *mgmtpb.SyncResponse, b *bulk, pool *bufPool) (plain []byte, fp uint64) {
 	nm := r.GetNetworkMap()
 	serial := nm.GetSerial()
 	nm.Serial = 0
-	body := encodeBody(nm, b)
+	body := encodeBody(nm, b, pool)
+	defer pool.put(body)
 	nm.Serial = serial
 	var h maphash.Hash
 	h.SetSeed(seed)
@@ -370,7 +415,7 @@ func encodeMap(seed maphash.Seed, r *mgmtpb.SyncResponse, b *bulk) (plain []byte
 	fp = h.Sum64()
 
 	r.NetworkMap = nil
-	plain, _ = proto.Marshal(r)
+	plain, _ = proto.MarshalOptions{}.MarshalAppend(pool.get(proto.Size(r)+len(body)+32), r)
 	r.NetworkMap = nm
 	var head []byte
 	if serial != 0 {
@@ -395,7 +440,7 @@ var deterministic = proto.MarshalOptions{Deterministic: true}
 
 // encodeBody encodes nm, taking its remote peers and its first zone's
 // records from b when b matches them.
-func encodeBody(nm *mgmtpb.NetworkMap, b *bulk) []byte {
+func encodeBody(nm *mgmtpb.NetworkMap, b *bulk, pool *bufPool) []byte {
 	dc := nm.GetDNSConfig()
 	var zone *mgmtpb.CustomZone
 	if zs := dc.GetCustomZones(); len(zs) > 0 {
@@ -409,15 +454,45 @@ func encodeBody(nm *mgmtpb.NetworkMap, b *bulk) []byte {
 	nm.RemotePeers, nm.DNSConfig = nil, nil
 	body, _ := deterministic.Marshal(nm)
 	nm.RemotePeers, nm.DNSConfig = peers, dc
+	// DNSConfig: its own fields but the zones, the first zone with its
+	// records from b, then the other zones. Every size is known before
+	// writing, so the map is written once into a buffer of its exact size
+	// (growing a buffer of a whole map copies it: at 2,000 peers that was
+	// most of the bytes a fan-out allocated).
+	var inner, zoneHead []byte
+	var others [][]byte
+	zoneLen, innerLen := 0, 0
+	if dc != nil {
+		zones := dc.CustomZones
+		dc.CustomZones = nil
+		inner, _ = deterministic.Marshal(dc)
+		dc.CustomZones = zones
+		innerLen = len(inner)
+		if zone != nil {
+			recs := zone.Records
+			zone.Records = nil
+			zoneHead, _ = deterministic.Marshal(zone)
+			zone.Records = recs
+			zoneLen = len(zoneHead)
+			for _, r := range b.records {
+				zoneLen += protowire.SizeTag(fieldCustomZoneRecords) + protowire.SizeBytes(len(r))
+			}
+			innerLen += protowire.SizeTag(fieldDNSConfigCustomZones) + protowire.SizeBytes(zoneLen)
+			for _, z := range zones[1:] {
+				w, _ := deterministic.Marshal(z)
+				others = append(others, w)
+				innerLen += protowire.SizeTag(fieldDNSConfigCustomZones) + protowire.SizeBytes(len(w))
+			}
+		}
+	}
 	size := len(body)
 	for _, p := range b.peers {
 		size += protowire.SizeTag(fieldNetworkMapRemotePeers) + protowire.SizeBytes(len(p))
 	}
-	for _, r := range b.records {
-		size += protowire.SizeTag(fieldCustomZoneRecords) + protowire.SizeBytes(len(r))
+	if dc != nil {
+		size += protowire.SizeTag(fieldNetworkMapDNSConfig) + protowire.SizeBytes(innerLen)
 	}
-	out := make([]byte, 0, size+256)
-	out = append(out, body...)
+	out := append(pool.get(size), body...)
 	for _, p := range b.peers {
 		out = protowire.AppendTag(out, fieldNetworkMapRemotePeers, protowire.BytesType)
 		out = protowire.AppendBytes(out, p)
@@ -425,32 +500,23 @@ func encodeBody(nm *mgmtpb.NetworkMap, b *bulk) []byte {
 	if dc == nil {
 		return out
 	}
-	// DNSConfig: its own fields but the zones, the first zone with its
-	// records from b, then the other zones.
-	zones := dc.CustomZones
-	dc.CustomZones = nil
-	inner, _ := deterministic.Marshal(dc)
-	dc.CustomZones = zones
-	var zb []byte
+	out = protowire.AppendTag(out, fieldNetworkMapDNSConfig, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(innerLen))
+	out = append(out, inner...)
 	if zone != nil {
-		recs := zone.Records
-		zone.Records = nil
-		zb, _ = deterministic.Marshal(zone)
-		zone.Records = recs
+		out = protowire.AppendTag(out, fieldDNSConfigCustomZones, protowire.BytesType)
+		out = protowire.AppendVarint(out, uint64(zoneLen))
+		out = append(out, zoneHead...)
 		for _, r := range b.records {
-			zb = protowire.AppendTag(zb, fieldCustomZoneRecords, protowire.BytesType)
-			zb = protowire.AppendBytes(zb, r)
+			out = protowire.AppendTag(out, fieldCustomZoneRecords, protowire.BytesType)
+			out = protowire.AppendBytes(out, r)
 		}
-		inner = protowire.AppendTag(inner, fieldDNSConfigCustomZones, protowire.BytesType)
-		inner = protowire.AppendBytes(inner, zb)
-		for _, z := range zones[1:] {
-			w, _ := deterministic.Marshal(z)
-			inner = protowire.AppendTag(inner, fieldDNSConfigCustomZones, protowire.BytesType)
-			inner = protowire.AppendBytes(inner, w)
+		for _, w := range others {
+			out = protowire.AppendTag(out, fieldDNSConfigCustomZones, protowire.BytesType)
+			out = protowire.AppendBytes(out, w)
 		}
 	}
-	out = protowire.AppendTag(out, fieldNetworkMapDNSConfig, protowire.BytesType)
-	return protowire.AppendBytes(out, inner)
+	return out
 }
 
 // syncEnded tells o.Ended that a peer's stream ended, unless the server is

@@ -62,6 +62,9 @@ type Options struct {
 	ExpiryCheck time.Duration
 	// MaxSyncs bounds Sync streams being set up at once (0: 1000).
 	MaxSyncs int
+	// SendBudget bounds the bytes of network maps built and not yet
+	// written to their clients (0: grpcapi.DefaultSendBudget).
+	SendBudget int64
 	// JobFirstMessage bounds the wait for a Job stream's first message
 	// (0: grpcapi.DefaultJobFirstMessage).
 	JobFirstMessage time.Duration
@@ -187,9 +190,9 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	// the REST live streams which lists they may have changed.
 	live := livefeed.New(livefeed.Options{})
 	on := func(k livefeed.Kind) livefeed.Notifier { return livefeed.Notifier{Next: hub, Feed: live, Kinds: k} }
-	ps := peers.New(st, on(livefeed.Peers|livefeed.Groups|livefeed.Policies|livefeed.Events), o.Log, nil)
+	ps := peers.New(st, on(livefeed.PeerServiceKinds), o.Log, nil)
 	ps.Instance = o.Instance
-	ps.States = live // online/offline
+	ps.States = live // online/offline, updates and deletions with their owner
 	domains, err := users.ParseDomains(o.Identity.AccountDomains)
 	if err != nil {
 		st.Close()
@@ -200,7 +203,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	us := users.New(users.Options{Store: st, Notify: on(livefeed.Users | livefeed.Peers | livefeed.Groups | livefeed.Events | livefeed.Account), Log: o.Log, Mode: o.Identity.Mode, AccountDomains: domains, LocalIdP: o.Identity.BuiltInIssuer != "",
+	us := users.New(users.Options{Store: st, Notify: on(livefeed.UserServiceKinds), Log: o.Log, Mode: o.Identity.Mode, AccountDomains: domains, LocalIdP: o.Identity.BuiltInIssuer != "",
 		Mailer: o.Mail.Mailer, InviteURL: inviteURL})
 	var box *secretbox.Box
 	if o.Identity.BuiltInIssuer != "" {
@@ -222,12 +225,12 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	jo := o.Jobs
 	jo.Store, jo.Log, jo.Now = st, o.Log, o.Now
 	js := jobs.New(jo)
-	conns := peerconns.NewNotifying(live.PeerChanged) // live, like connected: shared by gRPC (writes) and REST (reads)
-	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, Conns: conns, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log, SSO: sso, MaxSyncs: o.MaxSyncs,
+	conns := peerconns.NewNotifying(func(acc account.ID, id account.PeerID) { live.PeerChanged(acc, id, "") }) // live, like connected: shared by gRPC (writes) and REST (reads)
+	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, Conns: conns, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log, SSO: sso, MaxSyncs: o.MaxSyncs, SendBudget: o.SendBudget,
 		TrustedProxies: o.TrustedProxies, Now: o.Now, JobFirstMessage: o.JobFirstMessage, Ended: ps, Jobs: js})
-	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Access: access.New(st, on(livefeed.Groups|livefeed.Policies|livefeed.SetupKeys|livefeed.Peers|livefeed.Events), o.Log),
-		Routing: routing.New(st, on(livefeed.Routes|livefeed.Networks|livefeed.Groups|livefeed.Events), routing.Options{Log: o.Log}),
-		DNS:     dnsadmin.New(st, on(livefeed.DNS|livefeed.Events), dnsadmin.Options{Log: o.Log}), Live: live, DashboardOrigins: o.DashboardOrigins, Log: o.Log,
+	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Access: access.New(st, on(livefeed.AccessServiceKinds), o.Log),
+		Routing: routing.New(st, on(livefeed.RoutingServiceKinds), routing.Options{Log: o.Log}),
+		DNS:     dnsadmin.New(st, on(livefeed.DNSServiceKinds), dnsadmin.Options{Log: o.Log}), Live: live, DashboardOrigins: o.DashboardOrigins, Log: o.Log,
 		Jobs: js, TrustedProxies: o.TrustedProxies, Releases: o.Releases, Conns: conns}
 	if verifier != nil {
 		ropts.JWT = verifier
@@ -264,11 +267,19 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 // Register adds the management service to g.
 func (s *Server) Register(g *grpc.Server) { s.API.Register(g) }
 
+// EndStreams ends the long-lived streams, the agents' Sync streams and
+// the REST API's live event streams, and refuses new ones, so that an
+// HTTP or gRPC server's graceful stop does not wait for them. Close calls
+// it too; it is idempotent.
+func (s *Server) EndStreams() {
+	s.Live.Close()
+	s.API.Close()
+}
+
 // Close ends streams, stops the watcher and closes the store. Call it after
 // the gRPC server has stopped accepting.
 func (s *Server) Close() error {
-	s.Live.Close()
-	s.API.Close()
+	s.EndStreams()
 	s.cancel()
 	s.wg.Wait()
 	// Tell the other instances at once rather than after InstanceTTL.
