@@ -1,15 +1,16 @@
 # Build outputs go to bin/ (never committed).
 GO ?= go
-# VERSION is this project's version, from the nearest v* tag: "0.2.0" on
-# the tag, "0.2.0+3.gabc1234.dirty" past it (build metadata, so a build
+# VERSION is this project's version (scripts/version.sh): "0.2.0" on the
+# v0.2.0 tag, "0.2.0+3.gabc1234.dirty" past it (build metadata, so a build
 # past a release compares equal to it, not below it as a pre-release
-# would); outside a git checkout the version in internal/version stays.
-VERSION ?= $(shell git describe --tags --always --dirty --match 'v[0-9]*' 2>/dev/null | sed -E 's/^v//; s/-([0-9]+)-g([0-9a-f]+)(-dirty)?$$/+\1.g\2\3/; s/-dirty$$/.dirty/; s/^([^+]*)\.dirty$$/\1+dirty/')
+# would); internal/version's Version plus the commit ("0.2.0+gabc1234")
+# when no v* tag is in reach, and that Version alone outside a checkout.
+VERSION ?= $(shell sh scripts/version.sh 2>/dev/null)
 LDFLAGS ?= -s -w $(if $(VERSION),-X github.com/wiremesh/wiremesh/internal/version.Version=$(VERSION))
 
 NPM ?= npm
 
-.PHONY: build build-go dashboard test proto clean agents
+.PHONY: build build-go dashboard test proto clean agents version
 
 # The servers embed the dashboard (dashboard/dist, built with Node.js and
 # npm): `make build-go` builds them without it (they then serve a page
@@ -42,6 +43,10 @@ agents:
 
 test:
 	bash scripts/test.sh
+
+# For docker build --build-arg VERSION=$(make -s version).
+version:
+	@echo $(VERSION)
 
 proto:
 	bash proto/gen.sh

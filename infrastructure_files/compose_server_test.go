@@ -3,12 +3,10 @@ package infrastructure
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/wiremesh/wiremesh/internal/pgtest"
 	"github.com/wiremesh/wiremesh/internal/proctest"
-	"github.com/wiremesh/wiremesh/internal/testacme"
 	"github.com/wiremesh/wiremesh/internal/testpeer"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
@@ -38,9 +35,10 @@ func TestComposeConfigRuns(t *testing.T) {
 	}
 	etc := filepath.Join(prefix, "etc", "wiremesh")
 	secrets := readEnv(t, filepath.Join(etc, "secrets.env"))
-	port := testacme.FreePort(t)
 	dsn := pg.DSN(pg.NewDatabase(t)) // the compose Postgres is not here
-	env := []string{"NB_LISTEN=127.0.0.1:" + strconv.Itoa(port), "NB_STUN_PORT=0", "NB_DATADIR=" + t.TempDir(),
+	// Port 0: the kernel picks, the server's banner names it (no port
+	// picked here and bound later, which another process may take between).
+	env := []string{"NB_LISTEN=127.0.0.1:0", "NB_STUN_PORT=0", "NB_DATADIR=" + t.TempDir(),
 		"NB_AGENT_DIR=" + t.TempDir()}
 	for k, v := range secrets {
 		if k == "NB_STORE_ENGINE_POSTGRES_DSN" {
@@ -50,8 +48,8 @@ func TestComposeConfigRuns(t *testing.T) {
 	}
 	bin := proctest.Binary(t, "netbird-server")
 	srv := proctest.StartCmd(t, exec.Command(bin, "--config", filepath.Join(etc, "config.yaml")), env)
+	addr := srv.Wait(t, regexp.MustCompile(`management and signal on (127\.0\.0\.1:[0-9]+) `), 60*time.Second)[1]
 	srv.Wait(t, regexp.MustCompile(`Owner created: +admin@`+regexp.QuoteMeta(domain)), 60*time.Second)
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 
 	hc := exec.Command(bin, "healthcheck", "--url", "http://"+addr+"/healthz")
 	hc.Env = env

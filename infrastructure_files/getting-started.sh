@@ -11,7 +11,10 @@
 #   NB_MODE=binary   the netbird-server binary as a systemd service that
 #                    gets its own certificate (--domain); NB_BINARY=PATH
 #                    installs that binary instead of building one.
-# It checks ports 80/443 (tcp) and 3478 (udp), generates the secrets once
+# It checks the ports it will use (80/443 or NB_LISTEN/NB_ACME_HTTP_LISTEN
+# on tcp, NB_STUN_PORT or 3478 on udp, Postgres' 5432 in compose mode),
+# refuses to start over a v0.1.0 compose deployment whose data has not
+# moved (NB_OLD_DEPLOYMENT_MOVED=1 once it has), generates the secrets once
 # (kept in NB_PREFIX/etc/wiremesh/secrets.env, 0600, reused on every rerun),
 # writes the config, starts the server and prints the dashboard URL and the
 # owner's first login. Rerunning upgrades (rebuild, restart) and keeps the
@@ -97,6 +100,17 @@ esac
 if [ "$MODE" = binary ] && [ -n "${NB_BINARY:-}" ] && ! [ -x "$NB_BINARY" ]; then
 	die "NB_BINARY=$NB_BINARY is not an executable file"
 fi
+if [ "$MODE" = compose ]; then
+	# Caddy gets the certificate and owns 80/443; the server stays on
+	# loopback behind it: these settings of the binary mode would be
+	# ignored, so say so instead.
+	[ -z "$ACME_CA_FILE" ] || die "NB_ACME_CA_FILE is for NB_MODE=binary (the server's own ACME client); in compose mode Caddy talks to the CA: use NB_MODE=binary for a private CA"
+	[ -z "${NB_LISTEN:-}" ] || die "NB_LISTEN is for NB_MODE=binary; in compose mode Caddy listens on 80/443 and the server on 127.0.0.1:33073"
+	[ -z "${NB_ACME_HTTP_LISTEN+x}" ] || die "NB_ACME_HTTP_LISTEN is for NB_MODE=binary; in compose mode Caddy answers the ACME challenges on 80/443"
+fi
+if [ -n "${NB_POSTGRES_PORT:-}" ] && ! [[ $NB_POSTGRES_PORT =~ ^[0-9]{1,5}$ ]]; then
+	die "NB_POSTGRES_PORT=$NB_POSTGRES_PORT is not a port number"
+fi
 
 # --- prerequisites ----------------------------------------------------------
 
@@ -124,14 +138,28 @@ port_holder() {
 		echo "a process of another user (run as root to see which)"
 	fi
 }
+# port_of ADDR: the port of host:port (or :port).
+port_of() { printf '%s' "${1##*:}"; }
+# needed_ports: PROTO/PORT the server (and Caddy, Postgres) will bind.
+needed_ports() {
+	local stun=${NB_STUN_PORT:-3478}
+	if [ "$MODE" = compose ]; then
+		echo tcp/80 tcp/443 tcp/33073 "tcp/${NB_POSTGRES_PORT:-5432}"
+	else
+		echo "tcp/$(port_of "${NB_LISTEN:-:443}")"
+		# NB_ACME_HTTP_LISTEN= (set, empty) turns the HTTP listener off.
+		if [ -z "${NB_ACME_HTTP_LISTEN+x}" ]; then echo tcp/80; elif [ -n "$NB_ACME_HTTP_LISTEN" ]; then echo "tcp/$(port_of "$NB_ACME_HTTP_LISTEN")"; fi
+	fi
+	[ "$stun" = 0 ] || echo "udp/$stun"
+}
 check_ports() {
 	local busy=() spec proto port who
-	for spec in tcp/80 tcp/443 udp/3478; do
+	for spec in $(needed_ports); do
 		proto=${spec%/*} port=${spec#*/}
 		who=$(port_holder "$proto" "$port")
 		who=${who% }
 		case "$who" in
-		"" | netbird-server | caddy | docker-proxy) ;; # free, or ours from an earlier run
+		"" | netbird-server | caddy | docker-proxy | postgres) ;; # free, or ours from an earlier run
 		*) busy+=("$port/$proto is in use by $who") ;;
 		esac
 	done
@@ -140,11 +168,47 @@ check_ports() {
 		if [ "$INIT" = none ]; then
 			echo "getting-started: (NB_INIT=none: continuing; free them before starting the server)" >&2
 		else
-			die "free these ports (the server needs 80 and 443/tcp for HTTPS and certificates, 3478/udp for STUN/TURN)"
+			die "free these ports (HTTPS and certificates on tcp, STUN/TURN on udp, in compose mode Postgres on 127.0.0.1), or move them with NB_LISTEN, NB_ACME_HTTP_LISTEN, NB_STUN_PORT, NB_POSTGRES_PORT"
 		fi
 	fi
 }
 check_ports
+
+# --- a v0.1.0 compose deployment ---------------------------------------------
+
+# v0.1.0's docker-compose.yml ran one service `server` on SQLite in the
+# volume <project>_netbird-server (the project named after the checkout's
+# directory). This compose file runs `netbird-server` on Postgres: started
+# over the old one it would remove the old container (--remove-orphans) and
+# begin with an empty store. Refuse until the data has moved.
+check_old_compose() {
+	[ "$MODE" = compose ] && [ "$INIT" = docker ] || return 0
+	[ -z "${NB_OLD_DEPLOYMENT_MOVED:-}" ] || return 0
+	# Once the new Postgres volume exists, this layout ran before.
+	! docker volume inspect wiremesh_postgres >/dev/null 2>&1 || return 0
+	local old container
+	old=$(basename "$SRC" | tr '[:upper:]' '[:lower:]' | tr -cd 'a-z0-9_-')
+	container=$(docker ps -aq --filter "label=com.docker.compose.service=server" --filter "label=com.docker.compose.project.working_dir=$SRC" 2>/dev/null | head -n 1)
+	if [ -z "$container" ] && ! docker volume inspect "${old}_netbird-server" >/dev/null 2>&1; then
+		return 0
+	fi
+	old_compose_message "$old" >&2
+	exit 1
+}
+old_compose_message() {
+	local old=$1
+	cat <<MSG
+getting-started: a v0.1.0 deployment of this checkout exists (service "server",
+volume ${old}_netbird-server, SQLite). This version runs on Postgres and would start
+with an empty store. Move the account first (docs/operations.md, "Upgrading from 0.1.0"):
+  docker stop \$(docker ps -q --filter label=com.docker.compose.project=$old --filter label=com.docker.compose.service=server)
+  docker run --rm -u 0 -v ${old}_netbird-server:/var/lib/netbird-server --entrypoint netbird-server \\
+    ${old}-server admin --datadir /var/lib/netbird-server export --out /var/lib/netbird-server/account.json
+then follow the document to import it into Postgres, and rerun with NB_OLD_DEPLOYMENT_MOVED=1.
+To start empty instead (the old data stays in its volume): NB_OLD_DEPLOYMENT_MOVED=1 $0
+MSG
+}
+check_old_compose
 
 # --- secrets (generated once, reused) ---------------------------------------
 
@@ -217,7 +281,8 @@ install_binary() {
 		local tags=""
 		[ -f "$SRC/dashboard/dist/index.html" ] && tags=dashboard
 		say "building netbird-server from $SRC${tags:+ (with the dashboard)}"
-		(cd "$SRC" && CGO_ENABLED=0 go build -trimpath -tags "$tags" -ldflags "-s -w" -o "$bindir/netbird-server.new" ./cmd/netbird-server) ||
+		(cd "$SRC" && CGO_ENABLED=0 go build -trimpath -tags "$tags" -ldflags "-s -w${VERSION:+ -X github.com/wiremesh/wiremesh/internal/version.Version=$VERSION}" \
+			-o "$bindir/netbird-server.new" ./cmd/netbird-server) ||
 			die "go build failed (or set NB_BINARY to a built netbird-server)"
 	else
 		die "no server binary: set NB_BINARY=/path/to/netbird-server (built with \`make build\`) or install Go to build it here"
@@ -255,6 +320,7 @@ install_compose() {
 		echo "NB_ETC=$ETC"
 		echo "NB_ACME_EMAIL=$EMAIL"
 		echo "NB_ACME_DIRECTORY=$ACME_DIRECTORY"
+		echo "NB_VERSION=$VERSION"
 	} >"$ETC/compose.env"
 	COMPOSE=(docker compose --project-directory "$SRC" -f "$SRC/docker-compose.yml" --env-file "$ETC/compose.env")
 	START_CMD="${COMPOSE[*]} up -d --build"
@@ -269,6 +335,9 @@ install_compose() {
 }
 
 START_CMD=""
+# The version built in: the checkout's (empty: the source's default).
+VERSION=$(sh "$SRC/scripts/version.sh" "$SRC" 2>/dev/null || true)
+[[ $VERSION =~ ^[0-9A-Za-z.+-]*$ ]] || VERSION=""
 if [ "$MODE" = binary ]; then install_binary; else install_compose; fi
 
 # --- first login ------------------------------------------------------------
@@ -281,7 +350,8 @@ echo
 if [ "$INIT" = none ]; then
 	say "files written; nothing started (NB_INIT=none). Start the server with:"
 	echo "  $START_CMD"
-	echo "Its output shows the owner's one-time initial password (\"Owner created: ...\")."
+	echo "Its output shows the owner's one-time initial password (\"Owner created: ...\"); the data directory's"
+	echo "initial-password file keeps it until the owner logs in or changes it."
 	exit 0
 fi
 

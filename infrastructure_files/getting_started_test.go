@@ -276,6 +276,11 @@ func TestGettingStartedRefuses(t *testing.T) {
 		{env: []string{"NB_DOMAIN=vpn.example.com", "NB_ACME_DIRECTORY=http://plain"}, want: "NB_ACME_DIRECTORY"},
 		{env: []string{"NB_DOMAIN=vpn.example.com", "NB_ACME_CA_FILE=/nonexistent"}, want: "NB_ACME_CA_FILE"},
 		{env: []string{"NB_DOMAIN=vpn.example.com", "NB_MODE=binary", "NB_INIT=none", "NB_BINARY=/nonexistent"}, want: "NB_BINARY=/nonexistent"},
+		// Settings compose mode cannot honour are refused, not ignored.
+		{env: []string{"NB_DOMAIN=vpn.example.com", "NB_MODE=compose", "NB_ACME_CA_FILE=" + filepath.Join(repoRoot(t), "go.mod")}, want: "NB_ACME_CA_FILE is for NB_MODE=binary"},
+		{env: []string{"NB_DOMAIN=vpn.example.com", "NB_MODE=compose", "NB_LISTEN=:8443"}, want: "NB_LISTEN is for NB_MODE=binary"},
+		{env: []string{"NB_DOMAIN=vpn.example.com", "NB_MODE=compose", "NB_ACME_HTTP_LISTEN="}, want: "NB_ACME_HTTP_LISTEN is for NB_MODE=binary"},
+		{env: []string{"NB_DOMAIN=vpn.example.com", "NB_MODE=compose", "NB_POSTGRES_PORT=x"}, want: "NB_POSTGRES_PORT=x"},
 	} {
 		prefix := t.TempDir()
 		out, err := runScript(t, append(tc.env, "NB_PREFIX="+prefix, "NB_INIT=none")...)
@@ -285,5 +290,105 @@ func TestGettingStartedRefuses(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(prefix, "etc")); err == nil {
 			t.Errorf("%v: files written despite the refusal", tc.env)
 		}
+	}
+}
+
+// TestGettingStartedPorts: the port check looks at the ports the install
+// will use: NB_LISTEN, NB_ACME_HTTP_LISTEN and NB_STUN_PORT in binary mode,
+// Postgres' (NB_POSTGRES_PORT) in compose mode.
+func TestGettingStartedPorts(t *testing.T) {
+	if _, err := exec.LookPath("ss"); err != nil {
+		t.Fatalf("ss is needed (iproute2, scripts/deps.sh installs it): %v", err)
+	}
+	tcp := func() int {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	main, acme, stun, pgPort := tcp(), tcp(), udp.LocalAddr().(*net.UDPAddr).Port, tcp()
+	for _, tc := range []struct {
+		env  []string
+		want []string
+	}{
+		{env: []string{"NB_MODE=binary", "NB_LISTEN=:" + strconv.Itoa(main), "NB_ACME_HTTP_LISTEN=127.0.0.1:" + strconv.Itoa(acme), "NB_STUN_PORT=" + strconv.Itoa(stun)},
+			want: []string{strconv.Itoa(main) + "/tcp is in use", strconv.Itoa(acme) + "/tcp is in use", strconv.Itoa(stun) + "/udp is in use"}},
+		{env: []string{"NB_MODE=compose", "NB_POSTGRES_PORT=" + strconv.Itoa(pgPort), "NB_STUN_PORT=" + strconv.Itoa(stun)},
+			want: []string{strconv.Itoa(pgPort) + "/tcp is in use", strconv.Itoa(stun) + "/udp is in use"}},
+	} {
+		out, err := runScript(t, append(tc.env, "NB_DOMAIN="+domain, "NB_INIT=none", "NB_PREFIX="+t.TempDir(), "NB_BINARY=/bin/true")...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", tc.env, err, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: output lacks %q:\n%s", tc.env, w, out)
+			}
+		}
+	}
+}
+
+// TestGettingStartedOldCompose: over a v0.1.0 compose deployment (service
+// `server`, SQLite volume <dir>_netbird-server) the compose install refuses
+// with the move instructions instead of starting on an empty Postgres;
+// NB_OLD_DEPLOYMENT_MOVED=1 lets it go on. docker (and root) are faked:
+// the script only asks docker what exists before it refuses.
+func TestGettingStartedOldCompose(t *testing.T) {
+	old := strings.ToLower(filepath.Base(repoRoot(t)))
+	fake := t.TempDir()
+	// docker: `compose version` works, `volume inspect V` finds the
+	// volumes in FAKE_VOLUMES, `ps` lists FAKE_CONTAINER; anything else
+	// (what an install would do) fails loudly.
+	docker := `#!/bin/sh
+case "$1 $2" in
+"compose version") exit 0 ;;
+"volume inspect") case " $FAKE_VOLUMES " in *" $3 "*) exit 0 ;; esac; exit 1 ;;
+esac
+[ "$1" = ps ] && { [ -z "$FAKE_CONTAINER" ] || echo "$FAKE_CONTAINER"; exit 0; }
+echo "fake docker: unexpected $*" >&2
+exit 99
+`
+	for name, body := range map[string]string{"docker": docker, "id": "#!/bin/sh\necho 0\n", "ss": "#!/bin/sh\n"} {
+		if err := os.WriteFile(filepath.Join(fake, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := "PATH=" + fake + ":" + os.Getenv("PATH")
+	for _, tc := range []struct {
+		name       string
+		env        []string
+		refuse     bool
+		wantOutput string
+	}{
+		{name: "old volume", env: []string{"FAKE_VOLUMES=" + old + "_netbird-server"}, refuse: true, wantOutput: "export --out"},
+		{name: "old container", env: []string{"FAKE_CONTAINER=abc123"}, refuse: true, wantOutput: "label=com.docker.compose.project=" + old + " --filter label=com.docker.compose.service=server"},
+		{name: "moved", env: []string{"FAKE_VOLUMES=" + old + "_netbird-server", "NB_OLD_DEPLOYMENT_MOVED=1"}, wantOutput: "fake docker: unexpected"},
+		{name: "new layout ran before", env: []string{"FAKE_VOLUMES=" + old + "_netbird-server wiremesh_postgres"}, wantOutput: "fake docker: unexpected"},
+		{name: "fresh host", wantOutput: "fake docker: unexpected"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := t.TempDir()
+			cmd := exec.Command("bash", filepath.Join(repoRoot(t), "infrastructure_files", "getting-started.sh"))
+			cmd.Env = append([]string{path, "HOME=" + t.TempDir(), "NB_DOMAIN=" + domain, "NB_MODE=compose", "NB_PREFIX=" + prefix}, tc.env...)
+			b, err := cmd.CombinedOutput()
+			out := string(b)
+			if err == nil {
+				t.Fatalf("the fake docker cannot install, yet the script succeeded:\n%s", out)
+			}
+			if !strings.Contains(out, tc.wantOutput) {
+				t.Fatalf("output lacks %q:\n%s", tc.wantOutput, out)
+			}
+			_, statErr := os.Stat(filepath.Join(prefix, "etc", "wiremesh", "secrets.env"))
+			if tc.refuse && (statErr == nil || !strings.Contains(out, "v0.1.0 deployment")) {
+				t.Fatalf("refusal wrote files or does not explain (%v):\n%s", statErr, out)
+			}
+		})
 	}
 }

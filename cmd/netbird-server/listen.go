@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/wiremesh/wiremesh/internal/acmecert"
+	"github.com/wiremesh/wiremesh/internal/agentinstall"
 	"github.com/wiremesh/wiremesh/internal/plainlisten"
 )
 
@@ -180,20 +181,11 @@ func parsePublicURL(s string, insecure bool) (publicURL, error) {
 }
 
 // publicBase is the URL agents and browsers use: scheme://host[:port],
-// the port left out when it is the scheme's default.
+// the port left out when it is the scheme's default (the same builder as
+// install.sh's), THIS_HOST when clients may use any of the host's names.
 func publicBase(host string, port int, tls bool) string {
-	scheme, def := "http", 80
-	if tls {
-		scheme, def = "https", 443
-	}
 	if host == "" {
 		host = "THIS_HOST"
 	}
-	if port == def {
-		if strings.Contains(host, ":") {
-			return scheme + "://[" + host + "]"
-		}
-		return scheme + "://" + host
-	}
-	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port))
+	return agentinstall.BaseURL(host, port, tls)
 }

@@ -30,8 +30,10 @@ import (
 	"github.com/wiremesh/wiremesh/internal/grpcserver"
 	"github.com/wiremesh/wiremesh/internal/healthcheck"
 	"github.com/wiremesh/wiremesh/internal/logging"
+	"github.com/wiremesh/wiremesh/internal/memlimit"
 	"github.com/wiremesh/wiremesh/internal/metrics"
 	"github.com/wiremesh/wiremesh/internal/netaddr"
+	"github.com/wiremesh/wiremesh/internal/plainlisten"
 	"github.com/wiremesh/wiremesh/internal/relayconn"
 	"github.com/wiremesh/wiremesh/internal/secretflag"
 	"github.com/wiremesh/wiremesh/internal/turnserver"
@@ -79,7 +81,8 @@ type options struct {
 	ownerEmail                            string
 	trustedProxies                        []string
 	dashboardOrigins                      []string
-	agentDir                              *string
+	agents                                *agentinstall.Flags
+	memLimit                              *memlimit.Flag
 }
 
 func command() *cobra.Command {
@@ -107,7 +110,7 @@ func command() *cobra.Command {
 	f.StringVar(&o.publicAddr, "public-address", "", "host name or IP clients reach this server at (default: the host each client dialed)")
 	f.IntVar(&o.stunPort, "stun-port", 3478, "UDP port of the embedded STUN/TURN server (0 disables it)")
 	f.StringVar(&o.turnSecret, "turn-secret", "", "TURN REST shared secret (default: random at each start)")
-	f.StringVar(&o.stunListen, "stun-listen", "", "UDP address of the embedded STUN/TURN server (default: the host of --listen, port --stun-port)")
+	f.StringVar(&o.stunListen, "stun-listen", "", "UDP address of the embedded STUN/TURN server (default: the host of --listen, port --stun-port; every interface when --listen is loopback and --public-url/--public-address name a public host)")
 	f.StringArrayVar(&o.turnDenied, "turn-denied-peer-ip", nil, "CIDR or IP TURN clients may not relay to, on top of loopback, link-local, multicast, the overlay 100.64.0.0/10 and this host's addresses (repeatable)")
 	f.StringArrayVar(&o.turnAllowed, "turn-allowed-peer-ip", nil, "CIDR or IP TURN clients may relay to even when denied (repeatable)")
 	f.StringVar(&o.turnRelayIP, "turn-relay-ip", "", "IPv4 address of relayed TURN allocations (default: public address or first global IPv4)")
@@ -125,7 +128,8 @@ func command() *cobra.Command {
 	f.StringSliceVar(&o.dashboardOrigins, "dashboard-origin", nil, "browser origin of a dashboard served elsewhere, scheme://host[:port], allowed to call the REST API cross-origin (CORS; repeatable or comma-separated; none by default)")
 	f.StringSliceVar(&o.trustedProxies, "trusted-proxies", nil, "reverse proxies (addresses or prefixes, comma-separated) whose X-Forwarded-For names the client for login and setup-key limits; ignored from anyone else")
 	o.store = storeflag.Bind(f)
-	o.agentDir = agentinstall.Bind(f)
+	o.memLimit = memlimit.Bind(f)
+	o.agents = agentinstall.Bind(f)
 	o.identity = idflag.Bind(f, true)
 	o.releases = releasecheck.Bind(f)
 	o.mail = mailflag.Bind(f)
@@ -155,6 +159,11 @@ func run(ctx context.Context, o *options) error {
 	trusted, err := clientip.ParsePrefixes(o.trustedProxies)
 	if err != nil {
 		return fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	if limit, err := o.memLimit.Apply(); err != nil {
+		return err
+	} else if limit > 0 {
+		log.Info("memory limit", "bytes", limit)
 	}
 	origins, err := httpapi.ParseOrigins(o.dashboardOrigins)
 	if err != nil {
@@ -234,7 +243,7 @@ func run(ctx context.Context, o *options) error {
 		if err != nil {
 			return err
 		}
-		ts, err := turnserver.Start(turnserver.Options{Listen: stunListen(o.stunListen, lp.Listen, o.stunPort), RelayIP: relayIP, Secret: issuer.Secret, Log: log,
+		ts, err := turnserver.Start(turnserver.Options{Listen: stunListen(o.stunListen, lp.Listen, lp.PublicHost, o.stunPort), RelayIP: relayIP, Secret: issuer.Secret, Log: log,
 			DeniedPeers: denied, AllowedPeers: allowed})
 		if err != nil {
 			return fmt.Errorf("%w (choose another with --stun-port, or 0 to disable)", err)
@@ -319,15 +328,24 @@ func run(ctx context.Context, o *options) error {
 	defer m.Close()
 	m.Mount(mux)
 	// GET /install.sh and the agents it installs, from --agent-dir.
-	agents, err := agentinstall.New(agentinstall.Options{Dir: *o.agentDir, PublicHost: lp.PublicHost, PublicPort: publicPort, TLS: lp.PublicTLS, Log: log})
+	agents, err := agentinstall.New(agentinstall.Options{Dir: o.agents.Dir, PublicHost: lp.PublicHost, PublicPort: publicPort, TLS: lp.PublicTLS,
+		AllowPlaintext: o.agents.AllowPlaintext, Log: log})
 	if err != nil {
 		return err
 	}
 	agents.Mount(mux)
 	if m.IdP != nil {
-		if err := firstOwner(ctx, m, o.ownerEmail); err != nil {
+		if err := firstOwner(ctx, m, o.ownerEmail, o.dataDir); err != nil {
 			return err
 		}
+		// The initial password file goes once the owner has used it.
+		wctx, stopWatch := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			watchInitialPassword(wctx, o.dataDir, storeOwnerLogin(m.Store), time.Minute, log)
+		}()
+		defer func() { stopWatch(); <-watched }()
 		fmt.Fprintf(os.Stderr, "Identity provider:   %s (users log in with `netbird up` without a setup key)\n", m.IdP.Issuer())
 	}
 	s := sig.New(sig.Options{Log: log})
@@ -341,15 +359,14 @@ func run(ctx context.Context, o *options) error {
 
 	// End long-lived streams first so that the graceful stop is quick.
 	stopStreams := context.AfterFunc(ctx, func() {
-		m.API.Close()
-		m.Live.Close()
+		m.EndStreams()
 		s.Close()
 		if rl != nil {
 			rl.Close()
 		}
 	})
 	defer stopStreams()
-	sources := []func() []metrics.Sample{m.API.Metrics, m.Users.Metrics, s.Metrics, conns.Metrics}
+	sources := []func() []metrics.Sample{m.API.Metrics, m.Users.Metrics, s.Metrics, conns.Metrics, memlimit.Metrics}
 	if rl != nil {
 		sources = append(sources, rl.Metrics)
 	}
@@ -380,8 +397,9 @@ func run(ctx context.Context, o *options) error {
 }
 
 // firstOwner creates the owner with a one-time initial password when the
-// install has none, and prints it once.
-func firstOwner(ctx context.Context, m *mgmt.Server, email string) error {
+// install has none, prints it once and keeps it in DATADIR/initial-password
+// until the owner has used it.
+func firstOwner(ctx context.Context, m *mgmt.Server, email, dataDir string) error {
 	need, err := m.Users.SetupRequired(ctx)
 	if err != nil || !need {
 		return err
@@ -403,6 +421,14 @@ func firstOwner(ctx context.Context, m *mgmt.Server, email string) error {
 		return fmt.Errorf("create the owner: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "Owner created:       %s, initial password %s (shown once; change it with PUT /api/users/%s/password)\n", u.Email, pw, u.ID)
+	// The owner exists now: a file that cannot be written leaves the line
+	// above as the only copy, which is worth a warning, not a failed start.
+	p, err := writeInitialPassword(dataDir, u.ID, u.Email, pw)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "Warning: %v: the line above is the only copy of the initial password\n", err)
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "Initial password in: %s (readable by this user only; removed once the owner logs in or changes it)\n", p)
 	return nil
 }
 
@@ -436,13 +462,19 @@ func randomSecret() (string, error) {
 
 // stunListen is where STUN/TURN listens: the explicit address, or the host
 // of the gRPC listen address (a server on loopback stays on loopback) with
-// the STUN port.
-func stunListen(explicit, listen string, port int) string {
+// the STUN port. A loopback --listen with a public host elsewhere
+// (--public-url, --public-address) is a server behind a TCP reverse proxy,
+// which does not carry STUN/TURN's UDP: clients are told to reach the
+// public host's STUN port directly, so it listens on every interface.
+func stunListen(explicit, listen, publicHost string, port int) string {
 	if explicit != "" {
 		return explicit
 	}
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
+		host = ""
+	}
+	if plainlisten.Loopback(host) && publicHost != "" && !plainlisten.Loopback(publicHost) {
 		host = ""
 	}
 	return net.JoinHostPort(host, strconv.Itoa(port))

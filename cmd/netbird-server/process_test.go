@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -65,6 +67,16 @@ func TestAllInOne(t *testing.T) {
 	srv := proctest.Start(t, nil, "netbird-server", "--datadir", dir, "--listen", "127.0.0.1:0", "--stun-port", strconv.Itoa(stun), "--turn-relay-ip", "127.0.0.1")
 	addr := srv.Wait(t, listening, 20*time.Second)[1]
 	srv.Wait(t, regexp.MustCompile(`setup-keys create`), 5*time.Second)
+	// The owner's initial password, printed once, is also in the data
+	// directory, readable by the server's user only.
+	pw := srv.Wait(t, regexp.MustCompile(`initial password (\S+) `), 5*time.Second)[1]
+	pwFile := filepath.Join(dir, "initial-password")
+	if b, err := os.ReadFile(pwFile); err != nil || !strings.Contains(string(b), "password: "+pw+"\n") {
+		t.Fatalf("%s: %v\n%s", pwFile, err, b)
+	}
+	if fi, err := os.Stat(pwFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: mode %v %v, want 0600", pwFile, fi.Mode(), err)
+	}
 
 	secret := createKey(t, "netbird-server", dir, "--reusable")
 	conn := dial(t, addr)
@@ -268,5 +280,28 @@ func TestMetricsAndHealth(t *testing.T) {
 	}
 	if code, body := get("/healthz"); code != 200 || !strings.Contains(body, `"ok"`) {
 		t.Fatalf("/healthz: %d %s", code, body)
+	}
+}
+
+// TestMemoryLimit: --memory-limit sets the runtime's soft limit, shown on
+// /metrics; a value that is not a size stops the server with an error
+// naming the flag.
+func TestMemoryLimit(t *testing.T) {
+	out, err := proctest.Run(t, "netbird-server", "--datadir", t.TempDir(), "--listen", "127.0.0.1:0", "--stun-port", "0", "--memory-limit", "300M")
+	if err == nil || !strings.Contains(out, "--memory-limit") || !strings.Contains(out, "unknown unit") {
+		t.Fatalf("bad --memory-limit: %v\n%s", err, out)
+	}
+	srv := proctest.Start(t, nil, "netbird-server", "--datadir", t.TempDir(), "--listen", "127.0.0.1:0", "--stun-port", "0", "--metrics-addr", "127.0.0.1:0", "--memory-limit", "300MiB")
+	metricsAddr := srv.Wait(t, metricsAt, 30*time.Second)[1]
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{"go_memory_limit_bytes 3.145728e+08", "go_memory_limit_near 0", "go_memory_used_bytes "} {
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("/metrics lacks %q:\n%s", want, b)
+		}
 	}
 }

@@ -5,23 +5,38 @@ import (
 	"testing"
 )
 
-// TestSTUNListenFollowsListen: STUN/TURN binds the host of --listen (a
-// server on loopback does not open UDP on every interface) unless
-// --stun-listen says otherwise.
-func TestSTUNListenFollowsListen(t *testing.T) {
+// TestListenSTUN: STUN/TURN binds the host of --listen (a server on
+// loopback does not open UDP on every interface) unless --stun-listen says
+// otherwise, or the server sits on loopback behind a proxy and advertises a
+// public host: the documented `--listen 127.0.0.1:33073 --public-url
+// https://vpn.example.com` must not advertise vpn.example.com:3478 while
+// STUN listens on 127.0.0.1.
+func TestListenSTUN(t *testing.T) {
 	for _, c := range []struct {
-		explicit, listen string
-		port             int
-		want             string
+		explicit, listen, public string
+		port                     int
+		want                     string
 	}{
-		{"", "127.0.0.1:33073", 3478, "127.0.0.1:3478"},
-		{"", "[::1]:33073", 3478, "[::1]:3478"},
-		{"", ":33073", 3478, ":3478"},
-		{"0.0.0.0:3479", "127.0.0.1:33073", 3478, "0.0.0.0:3479"},
+		{"", "127.0.0.1:33073", "", 3478, "127.0.0.1:3478"},
+		{"", "127.0.0.1:33073", "localhost", 3478, "127.0.0.1:3478"},
+		{"", "[::1]:33073", "", 3478, "[::1]:3478"},
+		{"", ":33073", "", 3478, ":3478"},
+		{"", "127.0.0.1:33073", "vpn.example.com", 3478, ":3478"},
+		{"", "[::1]:33073", "203.0.113.7", 3479, ":3479"},
+		{"", "192.0.2.1:33073", "vpn.example.com", 3478, "192.0.2.1:3478"},
+		{"0.0.0.0:3479", "127.0.0.1:33073", "vpn.example.com", 3478, "0.0.0.0:3479"},
 	} {
-		if got := stunListen(c.explicit, c.listen, c.port); got != c.want {
-			t.Errorf("stunListen(%q, %q, %d) = %q, want %q", c.explicit, c.listen, c.port, got, c.want)
+		if got := stunListen(c.explicit, c.listen, c.public, c.port); got != c.want {
+			t.Errorf("stunListen(%q, %q, %q, %d) = %q, want %q", c.explicit, c.listen, c.public, c.port, got, c.want)
 		}
+	}
+	// Through the flags: the reverse-proxy setup of docs/operations.md.
+	p, err := plan(listenFlags{listen: "127.0.0.1:33073", publicURL: "https://vpn.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stunListen("", p.Listen, p.PublicHost, 3478); got != ":3478" {
+		t.Errorf("--listen 127.0.0.1:33073 --public-url https://vpn.example.com: STUN on %q, want :3478", got)
 	}
 }
 

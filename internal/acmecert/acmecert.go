@@ -110,10 +110,23 @@ func (m *Manager) Close() { m.hc.CloseIdleConnections() }
 // (the TLS-ALPN-01 challenge, answered by GetCertificate).
 func (m *Manager) TLSConfig() *tls.Config {
 	return &tls.Config{
-		GetCertificate: m.m.GetCertificate,
+		GetCertificate: m.getCertificate,
 		MinVersion:     tls.VersionTLS12,
 		NextProtos:     []string{"h2", "http/1.1", acme.ALPNProto},
 	}
+}
+
+// getCertificate answers a hello naming no server (a client dialing an IP
+// address, such as the container health check on 127.0.0.1) with the
+// domain's certificate instead of autocert's refusal: the name is the
+// only one served, so there is nothing to choose between.
+func (m *Manager) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if hello.ServerName == "" && !IsChallenge(hello) {
+		named := *hello
+		named.ServerName = m.domain
+		hello = &named
+	}
+	return m.m.GetCertificate(hello)
 }
 
 // IsChallenge reports whether a client hello is an ACME TLS-ALPN-01
@@ -229,12 +242,16 @@ func ValidDomain(name string) error {
 		return bad("must be a bare host name, without port")
 	case strings.HasPrefix(name, "*"):
 		return bad("is a wildcard; only DNS-01 can issue those")
+	case strings.HasSuffix(name, "."):
+		// TLS clients send the name without the root dot: a certificate
+		// policy for "vpn.example.com." would never match one.
+		return bad("ends in a dot: give the name without it (vpn.example.com)")
 	case len(name) > 253:
 		return bad("is longer than 253 characters")
-	case !strings.Contains(strings.Trim(name, "."), "."):
+	case !strings.Contains(strings.TrimPrefix(name, "."), "."):
 		return bad("needs at least two labels (e.g. vpn.example.com)")
 	}
-	for _, l := range strings.Split(strings.TrimSuffix(name, "."), ".") {
+	for _, l := range strings.Split(name, ".") {
 		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
 			return bad("has an empty, over-long or hyphen-edged label")
 		}

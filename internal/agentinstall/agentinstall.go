@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -40,10 +41,25 @@ var Platforms = []string{"linux/amd64", "linux/arm64", "linux/arm", "darwin/amd6
 // path can leave the directory.
 var agentName = regexp.MustCompile(`^netbird-(linux|darwin|windows)-(amd64|arm64|arm)(\.exe)?$`)
 
-// Bind registers --agent-dir on fs and returns where its value lands.
-func Bind(fs *pflag.FlagSet) *string {
-	dir := fs.String("agent-dir", DefaultDir, "directory of agent binaries netbird-<os>-<arch> (from `make agents`) that GET /install.sh installs from this server")
-	return dir
+// Flags are the command-line settings of the agent install.
+type Flags struct {
+	// Dir is --agent-dir.
+	Dir string
+	// AllowPlaintext is --agent-install-insecure: serve install.sh over
+	// plain http to other hosts.
+	AllowPlaintext bool
+}
+
+// InsecureFlag is the flag serving install.sh over plain http to hosts
+// other than this one.
+const InsecureFlag = "--agent-install-insecure"
+
+// Bind registers --agent-dir and --agent-install-insecure on fs.
+func Bind(fs *pflag.FlagSet) *Flags {
+	f := &Flags{}
+	fs.StringVar(&f.Dir, "agent-dir", DefaultDir, "directory of agent binaries netbird-<os>-<arch> (from `make agents`) that GET /install.sh installs from this server")
+	fs.BoolVar(&f.AllowPlaintext, "agent-install-insecure", false, "serve GET /install.sh to other hosts over plain http (anyone on the path can swap the script, the agent and its SHA256SUMS; without it a plaintext install.sh is served to this host only)")
+	return f
 }
 
 // Options configure a Handler.
@@ -60,15 +76,38 @@ type Options struct {
 	// proxy in front). Without it a request's own TLS or X-Forwarded-Proto
 	// decides.
 	TLS bool
-	Log *slog.Logger
+	// AllowPlaintext serves a script naming an http:// server to other
+	// hosts; without it only loopback clients get one, as a script and
+	// agent fetched over plaintext from elsewhere are whatever anyone on
+	// the path wants them to be (SHA256SUMS travels the same way).
+	AllowPlaintext bool
+	Log            *slog.Logger
+}
+
+// BaseURL is scheme://host[:port] of a server at host and port (0: the
+// scheme's default), https when tls; the port is left out when it is the
+// scheme's default, an IPv6 host is bracketed.
+func BaseURL(host string, port int, tls bool) string {
+	scheme, def := "http", 80
+	if tls {
+		scheme, def = "https", 443
+	}
+	if port == 0 || port == def {
+		if strings.Contains(host, ":") {
+			return scheme + "://[" + host + "]"
+		}
+		return scheme + "://" + host
+	}
+	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port))
 }
 
 // Handler serves /install.sh and /download/.
 type Handler struct {
-	dir    string
-	public *url.URL
-	tls    bool
-	log    *slog.Logger
+	dir       string
+	public    *url.URL
+	tls       bool
+	plaintext bool // AllowPlaintext
+	log       *slog.Logger
 
 	mu   sync.Mutex
 	sums map[string]fileSum // by file name, recomputed when size or mtime change
@@ -88,14 +127,9 @@ func New(o Options) (*Handler, error) {
 	}
 	var public *url.URL
 	if o.PublicHost != "" {
-		public = &url.URL{Scheme: "http", Host: o.PublicHost}
-		if o.TLS {
-			public.Scheme = "https"
-		}
-		if o.PublicPort != 0 && !(o.TLS && o.PublicPort == 443) && !(!o.TLS && o.PublicPort == 80) {
-			public.Host = net.JoinHostPort(o.PublicHost, strconv.Itoa(o.PublicPort))
-		} else if strings.Contains(o.PublicHost, ":") {
-			public.Host = "[" + o.PublicHost + "]"
+		var err error
+		if public, err = url.Parse(BaseURL(o.PublicHost, o.PublicPort, o.TLS)); err != nil {
+			return nil, fmt.Errorf("agent install public address %q: %w", o.PublicHost, err)
 		}
 		if err := checkBase(public); err != nil {
 			return nil, fmt.Errorf("agent install public address: %w", err)
@@ -105,7 +139,7 @@ func New(o Options) (*Handler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{dir: o.Dir, public: public, tls: o.TLS, log: log, sums: map[string]fileSum{}}, nil
+	return &Handler{dir: o.Dir, public: public, tls: o.TLS, plaintext: o.AllowPlaintext, log: log, sums: map[string]fileSum{}}, nil
 }
 
 // Mount registers the routes on mux.
@@ -153,6 +187,11 @@ func (h *Handler) serveScript(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	if strings.HasPrefix(base, "http://") && !h.plaintext && !fromLoopback(r) {
+		http.Error(w, "install.sh is not served over plain http to other hosts: the script, the agent and its checksums would all be whatever anyone on the path makes them. "+
+			"Serve https (--domain, --tls-cert-file, or a TLS proxy with --public-url https://...), or start the server with "+InsecureFlag+" to accept that\n", http.StatusForbidden)
+		return
+	}
 	var b bytes.Buffer
 	if err := script.Execute(&b, scriptData{URL: base}); err != nil {
 		http.Error(w, "render install.sh: "+err.Error(), http.StatusInternalServerError)
@@ -161,6 +200,12 @@ func (h *Handler) serveScript(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/x-shellscript; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(b.Bytes())
+}
+
+// fromLoopback reports whether r came from this host.
+func fromLoopback(r *http.Request) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
 // Script renders install.sh for base (scheme://host[:port]), as served.

@@ -2,6 +2,7 @@ package agentinstall
 
 import (
 	"bytes"
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -150,6 +151,7 @@ func TestDownloadRoutes(t *testing.T) {
 		{path: "/install.sh", host: "evil';rm -rf /;'", code: 400},
 	} {
 		req := httptest.NewRequest("GET", "http://x"+tc.path, nil)
+		req.RemoteAddr = "127.0.0.1:40000" // plaintext install.sh goes to loopback only
 		if tc.host != "" {
 			req.Host = tc.host
 		}
@@ -183,7 +185,9 @@ func TestPublicAddressWinsAndIsChecked(t *testing.T) {
 		mux := http.NewServeMux()
 		h.Mount(mux)
 		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9/install.sh", nil))
+		req := httptest.NewRequest("GET", "http://127.0.0.1:9/install.sh", nil)
+		req.RemoteAddr = "127.0.0.1:40000" // plaintext install.sh goes to loopback only
+		mux.ServeHTTP(rec, req)
 		if !strings.Contains(rec.Body.String(), "SERVER='"+tc.want+"'") {
 			t.Errorf("%+v: script does not name %s:\n%s", tc.o, tc.want, rec.Body.String())
 		}
@@ -215,5 +219,95 @@ func TestScriptShellcheck(t *testing.T) {
 	}
 	if out, err := exec.Command(sc, p).CombinedOutput(); err != nil {
 		t.Fatalf("shellcheck install.sh: %v\n%s", err, out)
+	}
+}
+
+// TestPlaintextScriptRefused: a script naming an http:// server goes to
+// loopback clients only, unless the operator accepts plaintext.
+func TestPlaintextScriptRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		o      Options
+		remote string
+		hdr    string
+		code   int
+	}{
+		{name: "plaintext to another host", remote: "192.0.2.5:40000", code: http.StatusForbidden},
+		{name: "plaintext to a mapped v4 host", remote: "[::ffff:192.0.2.5]:40000", code: http.StatusForbidden},
+		{name: "plaintext to loopback", remote: "127.0.0.1:40000", code: http.StatusOK},
+		{name: "plaintext to v6 loopback", remote: "[::1]:40000", code: http.StatusOK},
+		{name: "plaintext accepted", o: Options{AllowPlaintext: true}, remote: "192.0.2.5:40000", code: http.StatusOK},
+		{name: "https public URL", o: Options{PublicHost: "vpn.example.com", TLS: true}, remote: "192.0.2.5:40000", code: http.StatusOK},
+		{name: "https by the proxy", remote: "192.0.2.5:40000", hdr: "https", code: http.StatusOK},
+		{name: "http public URL", o: Options{PublicHost: "vpn.example.com", PublicPort: 33073}, remote: "192.0.2.5:40000", code: http.StatusForbidden},
+	} {
+		tc.o.Dir = t.TempDir()
+		h, err := New(tc.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		h.Mount(mux)
+		req := httptest.NewRequest("GET", "http://vpn.example.com:33073/install.sh", nil)
+		req.RemoteAddr = tc.remote
+		if tc.hdr != "" {
+			req.Header.Set("X-Forwarded-Proto", tc.hdr)
+		}
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		if rec.Code != tc.code {
+			t.Errorf("%s: %d %q, want %d", tc.name, rec.Code, rec.Body.String(), tc.code)
+		}
+		if tc.code == http.StatusForbidden && !strings.Contains(rec.Body.String(), InsecureFlag) {
+			t.Errorf("%s: refusal %q does not name %s", tc.name, rec.Body.String(), InsecureFlag)
+		}
+	}
+}
+
+// TestScriptNoDowngrade: from an https server, the script's downloads do
+// not follow a redirect to http (where anyone on the path could answer).
+func TestScriptNoDowngrade(t *testing.T) {
+	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
+		t.Skip("install.sh is for unix")
+	}
+	for _, tool := range []string{"curl", "sh"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed (scripts/deps.sh installs it): %v", tool, err)
+		}
+	}
+	var plainHits atomic.Int32
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		plainHits.Add(1)
+		_, _ = w.Write([]byte("0000  netbird-linux-amd64\n"))
+	}))
+	defer plain.Close()
+	var h *Handler
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/install.sh" {
+			h.serveScript(w, r)
+			return
+		}
+		http.Redirect(w, r, plain.URL+r.URL.Path, http.StatusFound)
+	}))
+	defer srv.Close()
+	var err error
+	if h, err = New(Options{Dir: t.TempDir(), TLS: true}); err != nil {
+		t.Fatal(err)
+	}
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", `curl -fsSL "$1/install.sh" | sh`, "sh", srv.URL)
+	cmd.Env = append(os.Environ(), "NB_INSTALL_DIR="+t.TempDir(), "NB_NO_SERVICE=1", "CURL_CA_BUNDLE="+ca)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("install.sh succeeded through an https->http redirect:\n%s", out)
+	}
+	if !strings.Contains(string(out), "Downloading") {
+		t.Fatalf("the script did not run (CA not trusted?):\n%s", out)
+	}
+	if n := plainHits.Load(); n != 0 {
+		t.Fatalf("the script followed the redirect to http %d times:\n%s", n, out)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -107,14 +108,23 @@ func (a applier) checkKeys(c *configFile) error {
 	return errors.Join(errs...)
 }
 
-// checkFile refuses a file others can write, and one holding a secret that
-// others can read or that belongs to someone else.
+// checkFile refuses a file someone else controls: one others can write,
+// one belonging to a user other than this one or root (its owner can chmod
+// and rewrite it at will, pointing --agent-dir at binaries agents install
+// or --acme-directory at another CA), one in a directory others can write
+// (they can replace it), and one holding a secret that others can read.
 func (a applier) checkFile(c *configFile, fi os.FileInfo) error {
 	if !modesMeaningful {
 		return nil
 	}
 	if m := fi.Mode().Perm(); m&0o022 != 0 {
 		return fmt.Errorf("config %s is writable by group or others (mode %04o): whoever can write it controls this server; run chmod go-w %s", c.path, m, c.path)
+	}
+	if uid, ok := fileOwner(fi); ok && uid != a.euid && uid != 0 {
+		return fmt.Errorf("config %s belongs to uid %d, neither this user (uid %d) nor root: whoever owns it controls this server; run chown root %s", c.path, uid, a.euid, c.path)
+	}
+	if err := a.checkDir(filepath.Dir(c.path)); err != nil {
+		return fmt.Errorf("config %s: %w", c.path, err)
 	}
 	for _, key := range c.sortedKeys() {
 		if !a.secret(a.fs.Lookup(key)) {
@@ -124,9 +134,24 @@ func (a applier) checkFile(c *configFile, fi os.FileInfo) error {
 			return fmt.Errorf("config %s holds the secret %q but is readable by group or others (mode %04o): run chmod 600 %s, or give the secret in a file (%s-file) or the environment (%s)",
 				c.path, key, m, c.path, key, EnvName(key))
 		}
-		if uid, ok := fileOwner(fi); ok && uid != a.euid && uid != 0 {
-			return fmt.Errorf("config %s holds the secret %q but belongs to uid %d, neither this user (uid %d) nor root: chown it", c.path, key, uid, a.euid)
-		}
+	}
+	return nil
+}
+
+// checkDir refuses a directory in which someone else could replace the
+// config file: writable by group or others without the sticky bit (which
+// keeps others from renaming or deleting files they do not own, as in
+// /tmp), or owned by another user.
+func (a applier) checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("its directory: %w", err)
+	}
+	if m := fi.Mode(); m.Perm()&0o022 != 0 && m&os.ModeSticky == 0 {
+		return fmt.Errorf("its directory %s is writable by group or others (mode %04o): they can replace the file; run chmod go-w %s", dir, m.Perm(), dir)
+	}
+	if uid, ok := fileOwner(fi); ok && uid != a.euid && uid != 0 {
+		return fmt.Errorf("its directory %s belongs to uid %d, neither this user (uid %d) nor root: its owner can replace the file; run chown root %s", dir, uid, a.euid, dir)
 	}
 	return nil
 }

@@ -301,6 +301,7 @@ func TestFileModes(t *testing.T) {
 		body    string
 		mode    os.FileMode
 		euid    int
+		dirMode os.FileMode // of the file's directory; 0: as created
 		wantErr string
 	}{
 		{name: "plain 0644", body: "listen: a\n", mode: 0o644, euid: os.Geteuid()},
@@ -313,11 +314,21 @@ func TestFileModes(t *testing.T) {
 		{name: "secret by name", body: "api-key: 1\n", mode: 0o604, euid: os.Geteuid(), wantErr: `holds the secret "api-key"`},
 		{name: "marked secret", body: "pin: 1\n", mode: 0o640, euid: os.Geteuid(), wantErr: `holds the secret "pin"`},
 		{name: "bool named like a secret", body: "oidc-use-id-token: true\n", mode: 0o644, euid: os.Geteuid()},
-		{name: "secret of someone else", body: secret, mode: 0o600, euid: other, wantErr: `holds the secret "relay-secret" but belongs to uid`},
+		{name: "secret of someone else", body: secret, mode: 0o600, euid: other, wantErr: `belongs to uid`},
+		// Without a secret too: its owner can rewrite --agent-dir,
+		// --acme-directory or --datadir.
+		{name: "plain of someone else", body: "listen: a\n", mode: 0o644, euid: other, wantErr: `belongs to uid`},
+		{name: "group-writable directory", body: "listen: a\n", mode: 0o644, euid: os.Geteuid(), dirMode: 0o775, wantErr: "directory"},
+		{name: "sticky world-writable directory", body: "listen: a\n", mode: 0o644, euid: os.Geteuid(), dirMode: 0o777 | os.ModeSticky},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := writeConfig(t, c.body, c.mode)
+			if c.dirMode != 0 {
+				if err := os.Chmod(filepath.Dir(p), c.dirMode); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if os.Geteuid() == 0 && strings.Contains(c.name, "someone else") {
 				if err := os.Chown(p, 4242, 4242); err != nil {
 					t.Fatal(err)

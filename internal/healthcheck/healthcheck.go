@@ -9,18 +9,19 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/wiremesh/wiremesh/internal/plainlisten"
 )
 
 // Command returns `healthcheck [--url URL]`, defaulting to defaultURL.
 func Command(defaultURL string) *cobra.Command {
-	var target string
+	var target, serverName string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "healthcheck",
@@ -29,10 +30,11 @@ func Command(defaultURL string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			return Check(ctx, target)
+			return CheckName(ctx, target, serverName)
 		},
 	}
 	cmd.Flags().StringVar(&target, "url", defaultURL, "health URL of the server")
+	cmd.Flags().StringVar(&serverName, "server-name", "", "TLS server name (SNI) to ask an https --url for, e.g. the --domain of a server with an ACME certificate (default: the URL's host)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "give up after this long")
 	return cmd
 }
@@ -40,14 +42,22 @@ func Command(defaultURL string) *cobra.Command {
 // Check GETs target and returns an error unless the answer is 200. For an
 // https URL on a loopback host the certificate is not verified: the
 // certificate names the public domain, not 127.0.0.1.
-func Check(ctx context.Context, target string) error {
+func Check(ctx context.Context, target string) error { return CheckName(ctx, target, "") }
+
+// CheckName is Check sending serverName as the TLS server name (SNI) of an
+// https URL: a server that picks its certificate by name (ACME) may refuse
+// a handshake naming none, which is what a loopback IP URL sends.
+func CheckName(ctx context.Context, target, serverName string) error {
 	u, err := url.Parse(target)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("--url %q: want http(s)://host:port/healthz", target)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if u.Scheme == "https" && isLoopback(u.Hostname()) {
-		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // liveness probe on loopback
+	if u.Scheme == "https" {
+		tr.TLSClientConfig = &tls.Config{ServerName: serverName, MinVersion: tls.VersionTLS12}
+		if plainlisten.Loopback(u.Hostname()) {
+			tr.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // liveness probe on loopback
+		}
 	}
 	defer tr.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
@@ -64,12 +74,4 @@ func Check(ctx context.Context, target string) error {
 		return fmt.Errorf("health check %s: HTTP %d: %s", target, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	return nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -2,6 +2,8 @@ package healthcheck
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -45,5 +47,35 @@ func TestCommand(t *testing.T) {
 	cmd.SetArgs(nil)
 	if err := cmd.ExecuteContext(context.Background()); err == nil {
 		t.Fatal("healthcheck of an unhealthy server succeeded")
+	}
+}
+
+// TestServerName: a server choosing its certificate by SNI (as an ACME
+// one does) refuses a handshake naming none; --server-name makes the
+// probe of https://127.0.0.1 name the domain.
+func TestServerName(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	srv.StartTLS()
+	defer srv.Close()
+	cert := srv.TLS.Certificates[0]
+	srv.TLS.Certificates = nil
+	srv.TLS.GetCertificate = func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if hello.ServerName != "vpn.example.com" {
+			return nil, fmt.Errorf("no certificate for %q", hello.ServerName)
+		}
+		return &cert, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := Check(ctx, srv.URL+"/healthz"); err == nil {
+		t.Fatal("a handshake without SNI succeeded: the server under test does not check names")
+	}
+	if err := CheckName(ctx, srv.URL+"/healthz", "vpn.example.com"); err != nil {
+		t.Fatalf("with the server name: %v", err)
+	}
+	cmd := Command(srv.URL + "/healthz")
+	cmd.SetArgs([]string{"--server-name", "vpn.example.com"})
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		t.Fatalf("healthcheck --server-name: %v", err)
 	}
 }

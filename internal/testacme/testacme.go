@@ -20,6 +20,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -74,49 +76,21 @@ func Start(t testing.TB, o Options) *CA {
 	if o.Cmd == nil {
 		o.Cmd = func(args ...string) *exec.Cmd { return exec.Command(args[0], args[1:]...) }
 	}
-	dns := freeUDPPort(t)
-	start(t, o.Cmd, "pebble-challtestsrv", nil, "-dnsserver", "127.0.0.1:"+strconv.Itoa(dns), "-defaultIPv4", o.Answer, "-defaultIPv6", "",
-		"-http01", "", "-https01", "", "-tlsalpn01", "", "-doh", "", "-management", "127.0.0.1:"+strconv.Itoa(FreePort(t)))
-
 	cert := testcert.New(t)
 	certFile, keyFile := cert.Write(t, dir)
-	listen, mgmt := "127.0.0.1:"+strconv.Itoa(FreePort(t)), "127.0.0.1:"+strconv.Itoa(FreePort(t))
-	cfg := map[string]any{"pebble": map[string]any{
-		"listenAddress": listen, "managementListenAddress": mgmt,
-		"certificate": certFile, "privateKey": keyFile,
-		"httpPort": o.HTTPPort, "tlsPort": o.TLSPort, "ocspResponderURL": "",
-		"externalAccountBindingRequired": false, "keyAlgorithm": "ecdsa",
-		"retryAfter": map[string]int{"authz": 1, "order": 1},
-		"profiles":   map[string]any{"default": map[string]any{"description": "test", "validityPeriod": validity}},
-	}}
-	b, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgFile := filepath.Join(dir, "pebble.json")
-	if err := os.WriteFile(cfgFile, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// No random validation delay, no forced bad nonces, and every order
-	// validated afresh (a renewal must answer a challenge again).
-	start(t, o.Cmd, "pebble", []string{"PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0"},
-		"-config", cfgFile, "-dnsserver", "127.0.0.1:"+strconv.Itoa(dns))
-
-	ca := &CA{Directory: "https://" + listen + "/dir", CAFile: certFile, DirPool: cert.Pool, HTTPPort: o.HTTPPort, TLSPort: o.TLSPort}
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool}, DialContext: o.Dial}}
-	defer hc.CloseIdleConnections()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ca.RootsPEM, err = get(hc, "https://"+mgmt+"/roots/0")
-		if err == nil {
-			if _, err = get(hc, ca.Directory); err == nil {
-				break
-			}
+	// pebble and its DNS server bind ports picked here, which another
+	// process may take before they do: start again on new ones when one of
+	// them exits with EADDRINUSE.
+	var ca *CA
+	for attempt := 1; ; attempt++ {
+		var retry bool
+		ca, retry = startOnce(t, o, dir, cert.Pool, certFile, keyFile, validity)
+		if ca != nil {
+			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pebble did not come up: %v", err)
+		if !retry || attempt == 5 {
+			t.Fatalf("pebble did not come up (attempt %d)", attempt)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	ca.Roots = x509.NewCertPool()
 	if !ca.Roots.AppendCertsFromPEM(ca.RootsPEM) {
@@ -155,27 +129,158 @@ func Bin(t testing.TB, name string) string {
 	return ""
 }
 
-// start runs a binary until test cleanup, which kills it by PID.
-func start(t testing.TB, prepare func(args ...string) *exec.Cmd, name string, env []string, args ...string) {
+// startOnce starts pebble-challtestsrv and pebble on freshly picked ports
+// and waits until pebble answers. It returns nil and retry=true when a
+// process lost one of its ports to someone else (it then stopped both);
+// other failures are fatal.
+func startOnce(t testing.TB, o Options, dir string, pool *x509.CertPool, certFile, keyFile string, validity uint64) (ca *CA, retry bool) {
 	t.Helper()
-	var out bytes.Buffer
-	cmd := prepare(append([]string{Bin(t, name)}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
+	dns := freeUDPPort(t)
+	chall := start(t, o.Cmd, "pebble-challtestsrv", nil, "-dnsserver", "127.0.0.1:"+strconv.Itoa(dns), "-defaultIPv4", o.Answer, "-defaultIPv6", "",
+		"-http01", "", "-https01", "", "-tlsalpn01", "", "-doh", "", "-management", "127.0.0.1:"+strconv.Itoa(FreePort(t)))
+	listen, mgmt := "127.0.0.1:"+strconv.Itoa(FreePort(t)), "127.0.0.1:"+strconv.Itoa(FreePort(t))
+	cfg := map[string]any{"pebble": map[string]any{
+		"listenAddress": listen, "managementListenAddress": mgmt,
+		"certificate": certFile, "privateKey": keyFile,
+		"httpPort": o.HTTPPort, "tlsPort": o.TLSPort, "ocspResponderURL": "",
+		"externalAccountBindingRequired": false, "keyAlgorithm": "ecdsa",
+		"retryAfter": map[string]int{"authz": 1, "order": 1},
+		"profiles":   map[string]any{"default": map[string]any{"description": "test", "validityPeriod": validity}},
+	}}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(dir, "pebble.json")
+	if err := os.WriteFile(cfgFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// No random validation delay, no forced bad nonces, and every order
+	// validated afresh (a renewal must answer a challenge again).
+	peb := start(t, o.Cmd, "pebble", []string{"PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0"},
+		"-config", cfgFile, "-dnsserver", "127.0.0.1:"+strconv.Itoa(dns))
+
+	ca = &CA{Directory: "https://" + listen + "/dir", CAFile: certFile, DirPool: pool, HTTPPort: o.HTTPPort, TLSPort: o.TLSPort}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DialContext: o.Dial}}
+	defer hc.CloseIdleConnections()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ca.RootsPEM, err = get(hc, "https://"+mgmt+"/roots/0")
+		if err == nil {
+			if _, err = get(hc, ca.Directory); err == nil {
+				// The DNS server logs a failed bind and runs on: ask it.
+				if o.Dial != nil || dnsAnswers(dns) {
+					return ca, false
+				}
+				err = fmt.Errorf("pebble-challtestsrv does not answer DNS on UDP %d", dns)
+				if time.Now().After(deadline) || strings.Contains(chall.output(), "address already in use") {
+					chall.stop()
+					peb.stop()
+					t.Logf("%v; starting again:\n%s", err, chall.output())
+					return nil, true
+				}
+			}
+		}
+		for _, p := range []*proc{chall, peb} {
+			if p.exited() {
+				out := p.output()
+				chall.stop()
+				peb.stop()
+				if strings.Contains(out, "address already in use") {
+					t.Logf("%s lost a port to another process; starting again: %s", p.name, strings.TrimSpace(out))
+					return nil, true
+				}
+				t.Fatalf("%s exited:\n%s", p.name, out)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pebble did not come up: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// dnsAnswers reports whether a DNS server answers a query on UDP port.
+func dnsAnswers(port int) bool {
+	c, err := net.Dial("udp4", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	// ID 0x7e57, recursion desired, one question: "t." IN A.
+	q := []byte{0x7e, 0x57, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 't', 0, 0, 1, 0, 1}
+	if _, err := c.Write(q); err != nil {
+		return false
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	b := make([]byte, 512)
+	n, err := c.Read(b)
+	return err == nil && n >= 2 && b[0] == 0x7e && b[1] == 0x57
+}
+
+// proc is a running pebble binary.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *proc) output() string { return p.out.String() }
+
+// stop kills the process and waits for it; again is a no-op.
+func (p *proc) stop() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// syncBuffer is the output of a process, read while it is written.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// start runs a binary until test cleanup (or stop), which kills it by PID.
+func start(t testing.TB, prepare func(args ...string) *exec.Cmd, name string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = prepare(append([]string{Bin(t, name)}, args...)...)
+	p.cmd.Env = append(os.Environ(), env...)
 	// One writer for both: exec copies them with one goroutine, done by Wait.
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
+		p.stop()
 		if t.Failed() || os.Getenv("WIREMESH_TEST_LOGS") != "" {
-			t.Logf("output of %s:\n%s", name, out.String())
+			t.Logf("output of %s:\n%s", name, p.output())
 		}
 	})
+	return p
 }
 
 // FreePort is a TCP port free on 127.0.0.1 at the time of the call.

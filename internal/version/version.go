@@ -17,14 +17,15 @@
 //
 //	go build -ldflags "-X github.com/wiremesh/wiremesh/internal/version.Version=0.2.0"
 //
-// (the Makefile passes `git describe --tags` without the leading "v").
+// (the Makefile, the Docker builds and getting-started.sh pass what
+// scripts/version.sh prints).
 package version
 
 import "strings"
 
-// Version is this project's semantic version. Builds from the Makefile
-// replace it with `git describe --tags` (e.g. "0.2.0", or
-// "0.2.0-3-gabc1234-dirty" past the tag).
+// Version is this project's semantic version. Builds replace it with
+// scripts/version.sh's ("0.2.0" on the tag, "0.2.0+3.gabc1234.dirty" past
+// it, "0.2.0+gabc1234" with no tag in reach, built from this value).
 var Version = "0.2.0"
 
 // NetBird is the NetBird release whose management, signal and relay

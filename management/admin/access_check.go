@@ -52,7 +52,12 @@ func CheckDataDir(c store.Config) error {
 // gets the hint.
 func explainOpen(path string, err error) error {
 	if errors.Is(err, fs.ErrPermission) {
-		return fmt.Errorf("cannot open %s: permission denied (%s): %w", path, permissionHint, err)
+		// The other way out: give the directory to the user this runs as,
+		// e.g. a volume from the root-run 0.1.0 image under today's
+		// unprivileged one.
+		dir := filepath.Dir(path)
+		return fmt.Errorf("cannot open %s: permission denied (%s); or hand the data directory to this user (uid %d): chown -R %d:%d %s: %w",
+			path, permissionHint, os.Geteuid(), os.Geteuid(), os.Getegid(), dir, err)
 	}
 	return fmt.Errorf("cannot open %s: %w", path, err)
 }

@@ -47,6 +47,11 @@ func TestExplainOpen(t *testing.T) {
 	if !strings.HasPrefix(err.Error(), want) || !errors.Is(err, fs.ErrPermission) {
 		t.Errorf("permission error: %v", err)
 	}
+	// The volume of the root-run 0.1.0 image under the unprivileged image:
+	// the chown that fixes it, for this user.
+	if chown := fmt.Sprintf("chown -R %d:%d /var/lib/netbird-server", os.Geteuid(), os.Getegid()); !strings.Contains(err.Error(), chown) {
+		t.Errorf("permission error %q does not name %q", err, chown)
+	}
 	other := explainOpen("/d/store.db", &fs.PathError{Op: "open", Path: "/d/store.db", Err: syscall.EISDIR})
 	if strings.Contains(other.Error(), "sudo") || !errors.Is(other, syscall.EISDIR) {
 		t.Errorf("other error: %v", other)

@@ -123,10 +123,10 @@ func exportCommand(e *env) *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "export",
-		Short: "Write the whole account (peers, setup-key hashes, activity) as JSON, to move it to another store",
+		Short: "Write the whole account (peers, users, setup-key hashes, local logins, activity) as JSON, to move it to another store",
 		Args:  cobra.NoArgs,
 	}
-	cmd.Flags().StringVarP(&file, "out", "o", "-", "file to write (- for stdout); it holds peer keys and setup-key hashes: keep it private")
+	cmd.Flags().StringVarP(&file, "out", "o", "-", "file to write (- for stdout), created 0600; it holds peer keys, setup-key and password hashes and the plaintext TOTP seeds of two-factor logins, which let its reader pass a user's second factor: keep it private and delete it after the import")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		return e.run(func(ctx context.Context, st *store.Store, acc account.ID, out io.Writer) error {
 			var d store.Dump

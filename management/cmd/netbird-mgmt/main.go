@@ -21,6 +21,7 @@ import (
 	"github.com/wiremesh/wiremesh/internal/grpcserver"
 	"github.com/wiremesh/wiremesh/internal/healthcheck"
 	"github.com/wiremesh/wiremesh/internal/logging"
+	"github.com/wiremesh/wiremesh/internal/memlimit"
 	"github.com/wiremesh/wiremesh/internal/metrics"
 	"github.com/wiremesh/wiremesh/internal/plainlisten"
 	"github.com/wiremesh/wiremesh/internal/secretflag"
@@ -87,7 +88,8 @@ func command() *cobra.Command {
 	f.StringSliceVar(&dashboardOrigins, "dashboard-origin", nil, "browser origin of a dashboard served elsewhere, scheme://host[:port], allowed to call the REST API cross-origin (CORS; repeatable or comma-separated; none by default)")
 	f.StringSliceVar(&trustedProxies, "trusted-proxies", nil, "reverse proxies (addresses or prefixes, comma-separated) whose X-Forwarded-For names the client for login and setup-key limits; ignored from anyone else")
 	storeFlags := storeflag.Bind(f)
-	agentDir := agentinstall.Bind(f)
+	memLimit := memlimit.Bind(f)
+	agentFlags := agentinstall.Bind(f)
 	idFlags := idflag.Bind(f, false)
 	releaseFlags := releasecheck.Bind(f)
 	mailFlags := mailflag.Bind(f)
@@ -125,6 +127,11 @@ func command() *cobra.Command {
 		log, err := logging.New(os.Stderr, logLevel)
 		if err != nil {
 			return err
+		}
+		if limit, err := memLimit.Apply(); err != nil {
+			return err
+		} else if limit > 0 {
+			log.Info("memory limit", "bytes", limit)
 		}
 		trusted, err := clientip.ParsePrefixes(trustedProxies)
 		if err != nil {
@@ -179,17 +186,17 @@ func command() *cobra.Command {
 		m.Register(g)
 		fmt.Fprintf(os.Stderr, "netbird-mgmt %s: management gRPC on %s, signal advertised as %s, %s store\n", version.Version, ln.Addr(), signalAddr, describe(sc))
 		fmt.Fprintf(os.Stderr, "Create a setup key: netbird-mgmt admin --datadir %s setup-keys create --reusable\n", dataDir)
-		stopStreams := context.AfterFunc(ctx, m.API.Close)
+		stopStreams := context.AfterFunc(ctx, m.EndStreams)
 		defer stopStreams()
 		mux := http.NewServeMux()
 		m.Mount(mux)
 		// GET /install.sh and the agents it installs, from --agent-dir.
-		agents, err := agentinstall.New(agentinstall.Options{Dir: *agentDir, Log: log})
+		agents, err := agentinstall.New(agentinstall.Options{Dir: agentFlags.Dir, AllowPlaintext: agentFlags.AllowPlaintext, Log: log})
 		if err != nil {
 			return err
 		}
 		agents.Mount(mux)
-		sources := []func() []metrics.Sample{m.API.Metrics, m.Users.Metrics, ln.Metrics}
+		sources := []func() []metrics.Sample{m.API.Metrics, m.Users.Metrics, ln.Metrics, memlimit.Metrics}
 		if m.IdP != nil {
 			sources = append(sources, m.IdP.Metrics)
 		}
