@@ -159,7 +159,7 @@ func TestGettingStartedBinary(t *testing.T) {
 
 	hostPort := net.JoinHostPort(domain, strconv.Itoa(ca.TLSPort))
 	tlsConf := &tls.Config{RootCAs: ca.Roots, ServerName: domain}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf, DialContext: toLoopback}}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf, DialContext: testacme.DialLoopback}}
 	defer hc.CloseIdleConnections()
 	for path, want := range map[string]string{
 		"/healthz":    `"ok"`,
@@ -183,7 +183,7 @@ func TestGettingStartedBinary(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(keyOut), "\n")
 	conn, err := grpc.NewClient("passthrough:///"+hostPort, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-		return toLoopback(ctx, "tcp", addr)
+		return testacme.DialLoopback(ctx, "tcp", addr)
 	}), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.Roots})))
 	if err != nil {
 		t.Fatal(err)
@@ -202,15 +202,6 @@ func TestGettingStartedBinary(t *testing.T) {
 	if urls := nc.GetRelay().GetUrls(); len(urls) != 1 || urls[0] != "rels://"+hostPort {
 		t.Errorf("relay URLs %v, want rels://%s", urls, hostPort)
 	}
-}
-
-// toLoopback dials 127.0.0.1 at the port of addr, whatever its host.
-func toLoopback(ctx context.Context, network, addr string) (net.Conn, error) {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	return (&net.Dialer{}).DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
 }
 
 // TestGettingStartedCompose renders the compose install and loads the

@@ -304,6 +304,21 @@ func TestSetRoutesForgets(t *testing.T) {
 	}
 }
 
+// serveLoopback makes f serve on a free port of 127.0.0.1 (UDP and TCP)
+// and returns it.
+func serveLoopback(t *testing.T, f *Forwarder) netip.AddrPort {
+	t.Helper()
+	pc, ln, err := Bind(netip.MustParseAddrPort("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := pc.LocalAddr().(*net.UDPAddr).AddrPort()
+	if err := f.Serve(pc, ln); err != nil {
+		t.Fatal(err)
+	}
+	return ap
+}
+
 // TestListen serves over UDP and TCP and stops cleanly; it may listen
 // again after Close (the engine moves it to another port).
 func TestListen(t *testing.T) {
@@ -312,14 +327,7 @@ func TestListen(t *testing.T) {
 	f.SetRoutes([]Route{{Key: Key([]string{"app.corp.test"}), Domains: []string{"app.corp.test"},
 		Sources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
 	for range 2 {
-		pc, ln, err := Bind(netip.MustParseAddrPort("127.0.0.1:0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ap := pc.LocalAddr().(*net.UDPAddr).AddrPort()
-		if err := f.Serve(pc, ln); err != nil {
-			t.Fatal(err)
-		}
+		ap := serveLoopback(t, f)
 		for _, netw := range []string{"udp", "tcp"} {
 			c := &dns.Client{Net: netw, Timeout: 2 * time.Second}
 			q := new(dns.Msg)
@@ -470,14 +478,7 @@ func TestCloseCancelsLookups(t *testing.T) {
 		return nil, ctx.Err()
 	}})
 	f.SetRoutes([]Route{{Key: "app.corp.test", Domains: []string{"app.corp.test"}, Sources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
-	pc, ln, err := Bind(netip.MustParseAddrPort("127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ap := pc.LocalAddr().(*net.UDPAddr).AddrPort()
-	if err := f.Serve(pc, ln); err != nil {
-		t.Fatal(err)
-	}
+	ap := serveLoopback(t, f)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -19,6 +19,29 @@ func addrList(ss ...string) []netip.Addr {
 	return out
 }
 
+// evaluator evaluates m with the routing peers connected as conns says
+// at the time of each call.
+func evaluator(t *testing.T, m *Manager, conns map[key.Public]PeerConn) func() Plan {
+	return func() Plan {
+		t.Helper()
+		p, err := m.Evaluate(context.Background(), func(k key.Public) (PeerConn, bool) { c, ok := conns[k]; return c, ok }, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
+// learnMax learns MaxDomainNames names under corp.test, all at 10.20.0.6.
+func learnMax(t *testing.T, m *Manager) {
+	t.Helper()
+	for i := range MaxDomainNames {
+		if !m.Learn(string(rune('a'+i%26))+string(rune('a'+i/26))+".corp.test", addrList("10.20.0.6")) {
+			t.Fatalf("name %d not learned", i)
+		}
+	}
+}
+
 // TestPeerResolvedDomains: with routing-peer DNS resolution, names are
 // matched to the most specific selected domain route, its routing peer in
 // use is the one to ask, the answers become routes through it, they move
@@ -40,15 +63,7 @@ func TestPeerResolvedDomains(t *testing.T) {
 	})
 	m.SetPeerResolved(true)
 	conns := map[key.Public]PeerConn{a: up, b: up}
-	conn := func(k key.Public) (PeerConn, bool) { c, ok := conns[k]; return c, ok }
-	eval := func() Plan {
-		t.Helper()
-		p, err := m.Evaluate(context.Background(), conn, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	eval := evaluator(t, m, conns)
 	eval()
 	cases := []struct {
 		name       string
@@ -120,11 +135,7 @@ func TestLearnCaps(t *testing.T) {
 	m := NewManager(Config{System: &fakeSystem{}})
 	m.Update([]Route{{ID: "w", NetID: "corp", Domains: []string{"*.corp.test"}, Peer: a}})
 	m.SetPeerResolved(true)
-	for i := range MaxDomainNames {
-		if !m.Learn(string(rune('a'+i%26))+string(rune('a'+i/26))+".corp.test", addrList("10.20.0.6")) {
-			t.Fatalf("name %d not learned", i)
-		}
-	}
+	learnMax(t, m)
 	if m.Learn("one-too-many.corp.test", addrList("10.20.0.7")) {
 		t.Fatal("a name past MaxDomainNames was learned")
 	}
@@ -145,21 +156,9 @@ func TestLearnedExpire(t *testing.T) {
 	})
 	m.SetPeerResolved(true)
 	conns := map[key.Public]PeerConn{a: up, b: up}
-	conn := func(k key.Public) (PeerConn, bool) { c, ok := conns[k]; return c, ok }
-	eval := func() Plan {
-		t.Helper()
-		p, err := m.Evaluate(context.Background(), conn, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	eval := evaluator(t, m, conns)
 	eval()
-	for i := range MaxDomainNames {
-		if !m.Learn(string(rune('a'+i%26))+string(rune('a'+i/26))+".corp.test", addrList("10.20.0.6")) {
-			t.Fatalf("name %d not learned", i)
-		}
-	}
+	learnMax(t, m)
 	clk.t = clk.t.Add(LearnedHold / 2)
 	m.Learn("aa.corp.test", addrList("10.20.0.6")) // still in use: refreshed
 	if m.Learn("new.corp.test", addrList("10.20.0.8")) {

@@ -19,8 +19,6 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/wiremesh/wiremesh/internal/proctest"
-	"github.com/wiremesh/wiremesh/internal/relayconn"
-	"github.com/wiremesh/wiremesh/internal/relaywire"
 	"github.com/wiremesh/wiremesh/internal/testacme"
 	"github.com/wiremesh/wiremesh/internal/testpeer"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
@@ -29,15 +27,6 @@ import (
 // acmeDomain resolves to 127.0.0.1 for pebble (its DNS server answers so
 // for every name); the test's clients dial 127.0.0.1 and present the name.
 const acmeDomain = "vpn.wiremesh.test"
-
-// toLoopback dials 127.0.0.1 at the port of addr, whatever its host.
-func toLoopback(ctx context.Context, network, addr string) (net.Conn, error) {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	return (&net.Dialer{}).DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
-}
 
 // TestACME runs netbird-server --domain against a real ACME CA (pebble):
 // the certificate for the name is issued through TLS-ALPN-01 on the main
@@ -59,7 +48,7 @@ func TestACME(t *testing.T) {
 	hostPort := acmeDomain + ":" + port
 
 	tlsConf := &tls.Config{RootCAs: ca.Roots, ServerName: acmeDomain}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf, DialContext: toLoopback, ForceAttemptHTTP2: true},
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf, DialContext: testacme.DialLoopback, ForceAttemptHTTP2: true},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	defer hc.CloseIdleConnections()
 	get := func(url string) (*http.Response, string) {
@@ -96,7 +85,7 @@ func TestACME(t *testing.T) {
 	// The agent's side: gRPC login over TLS with the name.
 	key := createKey(t, "netbird-server", data, "--reusable")
 	conn, err := grpc.NewClient("passthrough:///"+hostPort, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-		return toLoopback(ctx, "tcp", addr)
+		return testacme.DialLoopback(ctx, "tcp", addr)
 	}), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.Roots})))
 	if err != nil {
 		t.Fatal(err)
@@ -109,55 +98,12 @@ func TestACME(t *testing.T) {
 	if err != nil {
 		t.Fatalf("login over https: %v", err)
 	}
-	cfg := lr.GetNetbirdConfig()
-	if cfg.GetSignal().GetProtocol() != mgmtpb.HostConfig_HTTPS || cfg.GetSignal().GetUri() != hostPort {
-		t.Fatalf("signal advertised as %v %q, want HTTPS %s", cfg.GetSignal().GetProtocol(), cfg.GetSignal().GetUri(), hostPort)
-	}
-	rc := cfg.GetRelay()
-	if len(rc.GetUrls()) != 1 || rc.GetUrls()[0] != "rels://"+hostPort {
-		t.Fatalf("relay URLs %v, want rels://%s", rc.GetUrls(), hostPort)
-	}
-	tok, err := relaywire.Credentials{Payload: rc.GetTokenPayload(), Signature: rc.GetTokenSignature()}.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, dial := range map[string]func(context.Context, string, *tls.Config) (relayconn.Conn, error){
-		"wss": relayconn.DialWS, "quic": relayconn.DialQUIC,
-	} {
-		c, err := dial(ctx, "rels://127.0.0.1:"+port, tlsConf.Clone())
-		if err != nil {
-			t.Fatalf("relay over %s with the ACME certificate: %v", name, err)
-		}
-		if err := c.WriteMessage(ctx, relaywire.Auth(relaywire.HashID(p.Public().String()), tok)); err != nil {
-			t.Fatal(err)
-		}
-		msg, err := c.ReadMessage(ctx)
-		if err != nil {
-			t.Fatalf("relay over %s refused the token: %v", name, err)
-		}
-		if got, err := relaywire.ParseAuthResponse(msg); err != nil || got != "rels://"+hostPort {
-			t.Fatalf("relay over %s answered %q %v", name, got, err)
-		}
-		c.Close()
-	}
+	checkTLSLogin(t, ctx, p, lr.GetNetbirdConfig(), hostPort, "rels://127.0.0.1:"+port, tlsConf)
 
 	// Renewal: pebble's certificates live 30 s; a third before expiry the
 	// server gets a new one and serves it (~20 s; twice the usual time as
 	// the budget, for a loaded machine).
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		cur := servedCert(t, hostPort, tlsConf)
-		if cur.SerialNumber.Cmp(leaf.SerialNumber) != 0 {
-			if !cur.NotAfter.After(leaf.NotAfter) {
-				t.Fatalf("renewed certificate expires %v, not after %v", cur.NotAfter, leaf.NotAfter)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("certificate (expiring %v) not renewed", leaf.NotAfter)
-		}
-		time.Sleep(time.Second)
-	}
+	testacme.WaitRenewal(t, leaf, 90*time.Second, func() *x509.Certificate { return servedCert(t, hostPort, tlsConf) })
 	srv.Wait(t, regexp.MustCompile(`(?s)ACME certificate stored.*ACME certificate stored`), 5*time.Second)
 }
 
@@ -165,7 +111,7 @@ func servedCert(t *testing.T, addr string, conf *tls.Config) *x509.Certificate {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	raw, err := toLoopback(ctx, "tcp", addr)
+	raw, err := testacme.DialLoopback(ctx, "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,13 +47,21 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("login over TLS: %v", err)
 	}
-	cfg := lr.GetNetbirdConfig()
-	if cfg.GetSignal().GetProtocol() != mgmtpb.HostConfig_HTTPS {
-		t.Fatalf("signal advertised as %v, want HTTPS", cfg.GetSignal().GetProtocol())
+	checkTLSLogin(t, ctx, p, lr.GetNetbirdConfig(), addr, "rels://"+addr, &tls.Config{RootCAs: pool})
+}
+
+// checkTLSLogin: a login over TLS advertises signal over HTTPS at hostPort
+// and the relay as rels://hostPort, and the relay reached at dialURL with
+// conf accepts the token management issued to p over both WebSocket and
+// QUIC.
+func checkTLSLogin(t *testing.T, ctx context.Context, p *testpeer.Peer, cfg *mgmtpb.NetbirdConfig, hostPort, dialURL string, conf *tls.Config) {
+	t.Helper()
+	if cfg.GetSignal().GetProtocol() != mgmtpb.HostConfig_HTTPS || cfg.GetSignal().GetUri() != hostPort {
+		t.Fatalf("signal advertised as %v %q, want HTTPS %s", cfg.GetSignal().GetProtocol(), cfg.GetSignal().GetUri(), hostPort)
 	}
 	rc := cfg.GetRelay()
-	if len(rc.GetUrls()) != 1 || rc.GetUrls()[0] != "rels://"+addr {
-		t.Fatalf("relay URLs %v, want rels://%s", rc.GetUrls(), addr)
+	if len(rc.GetUrls()) != 1 || rc.GetUrls()[0] != "rels://"+hostPort {
+		t.Fatalf("relay URLs %v, want rels://%s", rc.GetUrls(), hostPort)
 	}
 	tok, err := relaywire.Credentials{Payload: rc.GetTokenPayload(), Signature: rc.GetTokenSignature()}.Binary()
 	if err != nil {
@@ -62,7 +70,7 @@ func TestTLS(t *testing.T) {
 	for name, dial := range map[string]func(context.Context, string, *tls.Config) (relayconn.Conn, error){
 		"wss": relayconn.DialWS, "quic": relayconn.DialQUIC,
 	} {
-		c, err := dial(ctx, rc.GetUrls()[0], &tls.Config{RootCAs: pool})
+		c, err := dial(ctx, dialURL, conf.Clone())
 		if err != nil {
 			t.Fatalf("relay over %s: %v", name, err)
 		}
@@ -73,7 +81,7 @@ func TestTLS(t *testing.T) {
 		if err != nil {
 			t.Fatalf("relay over %s refused the token: %v", name, err)
 		}
-		if got, err := relaywire.ParseAuthResponse(msg); err != nil || got != "rels://"+addr {
+		if got, err := relaywire.ParseAuthResponse(msg); err != nil || got != "rels://"+hostPort {
 			t.Fatalf("relay over %s answered %q %v", name, got, err)
 		}
 		c.Close()

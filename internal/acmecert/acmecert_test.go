@@ -3,6 +3,7 @@ package acmecert_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"net/http"
@@ -250,20 +251,9 @@ func TestIssueAndRenew(t *testing.T) {
 	}
 	// autocert renews a third of the lifetime before expiry: after ~20 s
 	// (twice that as the budget, for a loaded machine).
-	deadline := time.Now().Add(80 * time.Second)
-	for {
-		cur := served(t, ca, ln.Addr().String()).PeerCertificates[0]
-		if cur.SerialNumber.Cmp(first.SerialNumber) != 0 {
-			if !cur.NotAfter.After(first.NotAfter) {
-				t.Fatalf("renewed certificate expires %v, not after the first's %v", cur.NotAfter, first.NotAfter)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no renewal within 80 s (first expires %v)", first.NotAfter)
-		}
-		time.Sleep(time.Second)
-	}
+	testacme.WaitRenewal(t, first, 80*time.Second, func() *x509.Certificate {
+		return served(t, ca, ln.Addr().String()).PeerCertificates[0]
+	})
 }
 
 // stopServers runs the cleanups serve registered, now.

@@ -37,7 +37,23 @@ func install(t *testing.T, base, into string) (string, error) {
 	return string(out), err
 }
 
-func TestInstallScriptEndToEnd(t *testing.T) {
+// mounted is a mux with a handler for o (in a fresh directory) mounted.
+func mounted(t *testing.T, o Options) *http.ServeMux {
+	t.Helper()
+	o.Dir = t.TempDir()
+	h, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Mount(mux)
+	return mux
+}
+
+// needScriptTools skips where install.sh does not run (not unix) and
+// fails where the tools running it are missing.
+func needScriptTools(t *testing.T) {
+	t.Helper()
 	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
 		t.Skip("install.sh is for unix")
 	}
@@ -46,6 +62,10 @@ func TestInstallScriptEndToEnd(t *testing.T) {
 			t.Fatalf("%s is needed (scripts/deps.sh installs it): %v", tool, err)
 		}
 	}
+}
+
+func TestInstallScriptEndToEnd(t *testing.T) {
+	needScriptTools(t)
 	agents := t.TempDir()
 	name := buildAgent(t, agents)
 	h, err := New(Options{Dir: agents})
@@ -177,13 +197,7 @@ func TestPublicAddressWinsAndIsChecked(t *testing.T) {
 		{o: Options{PublicHost: "203.0.113.1", PublicPort: 33073}, want: "http://203.0.113.1:33073"},
 		{o: Options{TLS: true}, want: "https://127.0.0.1:9"}, // no public host: the request's, over TLS
 	} {
-		tc.o.Dir = t.TempDir()
-		h, err := New(tc.o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mux := http.NewServeMux()
-		h.Mount(mux)
+		mux := mounted(t, tc.o)
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("GET", "http://127.0.0.1:9/install.sh", nil)
 		req.RemoteAddr = "127.0.0.1:40000" // plaintext install.sh goes to loopback only
@@ -241,13 +255,7 @@ func TestPlaintextScriptRefused(t *testing.T) {
 		{name: "https by the proxy", remote: "192.0.2.5:40000", hdr: "https", code: http.StatusOK},
 		{name: "http public URL", o: Options{PublicHost: "vpn.example.com", PublicPort: 33073}, remote: "192.0.2.5:40000", code: http.StatusForbidden},
 	} {
-		tc.o.Dir = t.TempDir()
-		h, err := New(tc.o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mux := http.NewServeMux()
-		h.Mount(mux)
+		mux := mounted(t, tc.o)
 		req := httptest.NewRequest("GET", "http://vpn.example.com:33073/install.sh", nil)
 		req.RemoteAddr = tc.remote
 		if tc.hdr != "" {
@@ -267,14 +275,7 @@ func TestPlaintextScriptRefused(t *testing.T) {
 // TestScriptNoDowngrade: from an https server, the script's downloads do
 // not follow a redirect to http (where anyone on the path could answer).
 func TestScriptNoDowngrade(t *testing.T) {
-	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
-		t.Skip("install.sh is for unix")
-	}
-	for _, tool := range []string{"curl", "sh"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed (scripts/deps.sh installs it): %v", tool, err)
-		}
-	}
+	needScriptTools(t)
 	var plainHits atomic.Int32
 	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		plainHits.Add(1)

@@ -41,6 +41,12 @@ func (m *Mesh) digWait(a *Agent, server, name, qtype string, secs int) digAnswer
 		args = append(args, "@"+server)
 	}
 	out, _ := m.Lab.Exec(a.NS, args...)
+	return parseDig(out)
+}
+
+// parseDig reads the status and the answers' data from the output of dig
+// +noall +comments +answer.
+func parseDig(out string) digAnswer {
 	d := digAnswer{Raw: out}
 	if s := digStatus.FindStringSubmatch(out); s != nil {
 		d.Rcode = s[1]
@@ -184,16 +190,16 @@ func customZone(t *testing.T, admin restClient, domain string, groups []string, 
 	return id
 }
 
-// setDNSDomain changes the account's DNS domain (settings.dns_domain),
-// keeping the other settings as they are.
-func setDNSDomain(t *testing.T, admin restClient, domain string) {
+// setAccountSetting changes one of the account's settings (e.g.
+// "dns_domain"), keeping the others as they are.
+func setAccountSetting(t *testing.T, admin restClient, name string, value any) {
 	t.Helper()
 	acc := getList(t, admin, "/api/accounts")[0]
 	settings, _ := acc["settings"].(map[string]any)
 	if settings == nil {
 		t.Fatalf("GET /api/accounts: no settings in %v", acc)
 	}
-	settings["dns_domain"] = domain
+	settings[name] = value
 	admin.call("PUT", "/api/accounts/"+acc["id"].(string), map[string]any{"settings": settings}, 200)
 }
 

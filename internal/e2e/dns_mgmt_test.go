@@ -136,7 +136,7 @@ func TestDNSManaged(t *testing.T) {
 	if d, _, ok := m.waitDig(a, ipA, "b."+domain, "A", 2*time.Second-time.Since(renamed), func(d digAnswer) bool { return d.Rcode == "NXDOMAIN" }); !ok {
 		t.Errorf("the old name b.%s after the rename: %s %v, want NXDOMAIN", domain, d.Rcode, d.Answers)
 	}
-	setDNSDomain(t, admin, "mesh.test")
+	setAccountSetting(t, admin, "dns_domain", "mesh.test")
 	if d, took, ok := m.waitDig(a, ipA, "b2.mesh.test", "A", 2*time.Second, func(d digAnswer) bool { return d.is(ipB) }); !ok {
 		t.Errorf("2 s after the DNS domain became mesh.test, b2.mesh.test: %s %v, want %s\n%s", d.Rcode, d.Answers, ipB, m.debugDNS(a))
 	} else {
@@ -339,10 +339,7 @@ func TestDNSResolved(t *testing.T) {
 // name (nameserver group for corp.test) through the host's resolver it
 // manages, and outside names still through the original name server.
 func TestDNSOfficialClient(t *testing.T) {
-	bin := os.Getenv("NB_OFFICIAL_CLIENT")
-	if bin == "" {
-		t.Skip("NB_OFFICIAL_CLIENT not set (eval \"$(bash scripts/netbird-official.sh)\")")
-	}
+	bin := officialClient(t)
 	m := NewMesh(t)
 	admin := m.adminOf(t)
 	upstream(t, m.Lab.NS("pub"), "outside.example.", outsideIP)

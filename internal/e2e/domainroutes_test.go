@@ -76,19 +76,6 @@ func servePrivateDNS(t *testing.T, ns string, addr netip.Addr, names map[string]
 	return p
 }
 
-// setRoutingPeerDNS sets the account's routing_peer_dns_resolution_enabled,
-// keeping the other settings.
-func setRoutingPeerDNS(t *testing.T, admin restClient, on bool) {
-	t.Helper()
-	acc := getList(t, admin, "/api/accounts")[0]
-	settings, _ := acc["settings"].(map[string]any)
-	if settings == nil {
-		t.Fatalf("GET /api/accounts: no settings in %v", acc)
-	}
-	settings["routing_peer_dns_resolution_enabled"] = on
-	admin.call("PUT", "/api/accounts/"+acc["id"].(string), map[string]any{"settings": settings}, 200)
-}
-
 // TestDomainResourcesOnRoutingPeer: the LAN behind routing peer r has a
 // name server only r can ask. With routing-peer DNS resolution on, peer a
 // asks its own resolver for a domain resource's names (an exact name and
@@ -132,7 +119,7 @@ func testDomainResources(t *testing.T, env []string) {
 		t.Fatal("NB_FIREWALL=nftables: no nftables table for r's interface")
 	}
 	ipA := IPOf(m.Status(a))
-	setRoutingPeerDNS(t, admin, true)
+	setAccountSetting(t, admin, "routing_peer_dns_resolution_enabled", true)
 
 	// Before any resource: a's resolver knows nothing of the private names.
 	if d := m.dig(a, ipA, "app.corp.test", "A"); len(d.Answers) != 0 {
@@ -196,7 +183,7 @@ func testDomainResources(t *testing.T, env []string) {
 
 	// Off: a resolves the names itself, and cannot; what r's forwarder
 	// answered is no longer routed.
-	setRoutingPeerDNS(t, admin, false)
+	setAccountSetting(t, admin, "routing_peer_dns_resolution_enabled", false)
 	if d, _, ok := m.waitDig(a, ipA, "db.svc.corp.test", "A", 10*time.Second, func(d digAnswer) bool { return len(d.Answers) == 0 && d.Rcode != "" }); !ok {
 		t.Fatalf("with routing-peer DNS off a still gets the private name: %+v", d)
 	}
@@ -215,20 +202,7 @@ func testDomainResources(t *testing.T, env []string) {
 // digPort asks server:port for name's A records from a's namespace.
 func (m *Mesh) digPort(a *Agent, server string, port int, name string) digAnswer {
 	out, _ := m.Lab.Exec(a.NS, "dig", "+time=2", "+tries=1", "+noall", "+comments", "+answer", "-p", strconv.Itoa(port), "@"+server, name, "A")
-	d := digAnswer{Raw: out}
-	if s := digStatus.FindStringSubmatch(out); s != nil {
-		d.Rcode = s[1]
-	}
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, ";") {
-			continue
-		}
-		if f := strings.Fields(line); len(f) >= 5 {
-			d.Answers = append(d.Answers, f[len(f)-1])
-		}
-	}
-	return d
+	return parseDig(out)
 }
 
 // TestDomainResourceFailover: a domain resource routed by r1 and r2 (a
@@ -255,7 +229,7 @@ func TestDomainResourceFailover(t *testing.T) {
 		m.Up(ag)
 	}
 	ipA := IPOf(m.Status(a))
-	setRoutingPeerDNS(t, admin, true)
+	setAccountSetting(t, admin, "routing_peer_dns_resolution_enabled", true)
 	all := idOf(t, admin, "/api/groups", "All")
 	office := admin.call("POST", "/api/groups", map[string]any{"name": "office", "peers": []string{}}, 200)["id"].(string)
 	routers := admin.call("POST", "/api/groups", map[string]any{"name": "routers",
@@ -307,10 +281,7 @@ func TestDomainResourceFailover(t *testing.T) {
 // domain resource through our routing peer, its resolver asking our DNS
 // forwarder (at the port our management sends) for the private name.
 func TestOfficialClientDomainResource(t *testing.T) {
-	bin := os.Getenv("NB_OFFICIAL_CLIENT")
-	if bin == "" {
-		t.Skip("NB_OFFICIAL_CLIENT not set (bash scripts/netbird-official.sh builds it)")
-	}
+	bin := officialClient(t)
 	m := NewMesh(t)
 	admin := m.adminOf(t)
 	r := m.Agent("r", netlab.Home)
@@ -326,7 +297,7 @@ func TestOfficialClientDomainResource(t *testing.T) {
 	if out, err := m.CLI(o, "up", "-m", "http://"+netlab.PubAddr+":"+mgmtPort, "-k", m.Key, "-n", o.Name, "--interface-name", o.Iface); err != nil {
 		t.Fatalf("official up: %v\n%s\n%s", err, out, o.Daemon.Output())
 	}
-	setRoutingPeerDNS(t, admin, true)
+	setAccountSetting(t, admin, "routing_peer_dns_resolution_enabled", true)
 	var routerID string
 	for _, p := range getList(t, admin, "/api/peers") {
 		if p["ip"] == IPOf(m.Status(r)) {

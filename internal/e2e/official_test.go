@@ -9,6 +9,17 @@ import (
 	"github.com/wiremesh/wiremesh/internal/netlab"
 )
 
+// officialClient is the official NetBird client's binary from
+// NB_OFFICIAL_CLIENT; without it the test is skipped.
+func officialClient(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("NB_OFFICIAL_CLIENT")
+	if bin == "" {
+		t.Skip("NB_OFFICIAL_CLIENT not set (eval \"$(bash scripts/netbird-official.sh)\" builds it)")
+	}
+	return bin
+}
+
 // TestOfficialClient: the official NetBird client (built from NetBird's
 // released source by scripts/netbird-official.sh; the path in
 // NB_OFFICIAL_CLIENT) joins our server with a setup key beside our agent
@@ -16,10 +27,7 @@ import (
 // address and by the peer names our server hands out, and the official
 // client reports its peers connected.
 func TestOfficialClient(t *testing.T) {
-	bin := os.Getenv("NB_OFFICIAL_CLIENT")
-	if bin == "" {
-		t.Skip("NB_OFFICIAL_CLIENT not set (bash scripts/netbird-official.sh builds it)")
-	}
+	bin := officialClient(t)
 	m := NewMesh(t)
 	ours := m.Agent("a", netlab.Home)
 	o1 := m.AgentOf(bin, "o", netlab.Home)

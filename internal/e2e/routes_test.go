@@ -501,10 +501,7 @@ func TestOfficialRoutingPeer(t *testing.T) { officialRouting(t, true) }
 // them (the official one when officialRouter) the routing peer of a LAN,
 // and waits until the other reaches the LAN host through it.
 func officialRouting(t *testing.T, officialRouter bool) {
-	bin := os.Getenv("NB_OFFICIAL_CLIENT")
-	if bin == "" {
-		t.Skip("NB_OFFICIAL_CLIENT not set (bash scripts/netbird-official.sh builds it)")
-	}
+	bin := officialClient(t)
 	m := NewMesh(t)
 	admin := m.adminOf(t)
 	ours := m.Agent("a", netlab.Home)

@@ -302,3 +302,35 @@ func freeUDPPort(t testing.TB) int {
 	defer pc.Close()
 	return pc.LocalAddr().(*net.UDPAddr).Port
 }
+
+// DialLoopback dials 127.0.0.1 at the port of addr, whatever its host:
+// the test's clients reach a server by the name pebble issued for without
+// that name resolving on this host.
+func DialLoopback(ctx context.Context, network, addr string) (net.Conn, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	return (&net.Dialer{}).DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
+}
+
+// WaitRenewal polls served once a second until it returns a certificate
+// other than first, which must then expire later than first, failing the
+// test when none comes within budget.
+func WaitRenewal(t testing.TB, first *x509.Certificate, budget time.Duration, served func() *x509.Certificate) {
+	t.Helper()
+	deadline := time.Now().Add(budget)
+	for {
+		cur := served()
+		if cur.SerialNumber.Cmp(first.SerialNumber) != 0 {
+			if !cur.NotAfter.After(first.NotAfter) {
+				t.Fatalf("renewed certificate expires %v, not after the first's %v", cur.NotAfter, first.NotAfter)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no renewal within %v (first expires %v)", budget, first.NotAfter)
+		}
+		time.Sleep(time.Second)
+	}
+}

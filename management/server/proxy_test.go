@@ -39,16 +39,9 @@ func TestNginxSnippet(t *testing.T) {
 			t.Fatal("nginx is not installed (scripts/deps.sh installs nginx-light)")
 		}
 	}
-	m := regexp.MustCompile("(?s)```nginx\n(.*?)```").FindSubmatch(readDoc(t))
-	if m == nil {
-		t.Fatal("docs/operations.md has no nginx block")
-	}
-	e := startWith(t, t.TempDir(), server.Options{})
-	dir := t.TempDir()
-	cert := testcert.New(t)
+	block, e, dir, port, cert := proxyRig(t, "nginx")
 	certFile, keyFile := cert.Write(t, dir)
-	port := freePort(t)
-	snippet := replaceAll(t, string(m[1]),
+	snippet := replaceAll(t, block,
 		"listen 443 ssl http2;", "listen 127.0.0.1:"+port+" ssl http2;",
 		"server_name vpn.example.com;", "server_name 127.0.0.1;",
 		"/etc/letsencrypt/live/vpn.example.com/fullchain.pem", certFile,
@@ -149,16 +142,9 @@ func TestCaddySnippet(t *testing.T) {
 	if err != nil {
 		t.Fatal("caddy is not installed (scripts/deps.sh installs it)")
 	}
-	m := regexp.MustCompile("(?s)```caddyfile\n(.*?)```").FindSubmatch(readDoc(t))
-	if m == nil {
-		t.Fatal("docs/operations.md has no caddyfile block")
-	}
-	e := startWith(t, t.TempDir(), server.Options{})
-	dir := t.TempDir()
-	cert := testcert.New(t)
+	block, e, dir, port, cert := proxyRig(t, "caddyfile")
 	certFile, keyFile := cert.Write(t, dir)
-	port := freePort(t)
-	snippet := replaceAll(t, string(m[1]),
+	snippet := replaceAll(t, block,
 		"vpn.example.com {", "https://127.0.0.1:"+port+" {\n\ttls "+certFile+" "+keyFile,
 		"127.0.0.1:33073", e.addr)
 	conf := "{\n\tadmin off\n\tauto_https disable_redirects\n\tstorage file_system " + dir + "/data\n}\n" + snippet
@@ -189,6 +175,19 @@ func TestCaddySnippet(t *testing.T) {
 }
 
 // readDoc reads docs/operations.md.
+// proxyRig is what a proxy snippet test starts from: docs/operations.md's
+// code block in language lang, a running server, a directory, a free port
+// for the proxy and a test certificate.
+func proxyRig(t *testing.T, lang string) (block string, e *env, dir, port string, cert testcert.Cert) {
+	t.Helper()
+	m := regexp.MustCompile("(?s)```" + lang + "\n(.*?)```").FindSubmatch(readDoc(t))
+	if m == nil {
+		t.Fatalf("docs/operations.md has no %s block", lang)
+	}
+	e = startWith(t, t.TempDir(), server.Options{})
+	return string(m[1]), e, t.TempDir(), freePort(t), testcert.New(t)
+}
+
 func readDoc(t *testing.T) []byte {
 	t.Helper()
 	doc, err := os.ReadFile("../../docs/operations.md")

@@ -7,9 +7,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/storetest"
 )
+
+// statePeers creates an account with three peers, created newest first
+// with IDs ascending (so the order is the creation time's, not the ID's)
+// and each last seen at its own time, and another account with one peer.
+func statePeers(t *testing.T, st *store.Store) account.Account {
+	t.Helper()
+	acc := mkAccount(t, st, "acc-states", "100.64.0.0/16")
+	other := mkAccount(t, st, "acc-other", "100.65.0.0/16")
+	for i := 1; i <= 3; i++ {
+		p := mkPeer(t, acc, i)
+		p.CreatedAt = p.CreatedAt.Add(-time.Duration(i) * time.Hour)
+		p.LastSeen = time.Unix(1_700_000_000+int64(i), 0).UTC()
+		for range i {
+			p.IP = p.IP.Next()
+		}
+		insertPeer(t, st, p)
+	}
+	insertPeer(t, st, mkPeer(t, other, 1))
+	return acc
+}
 
 // TestEachPeerState: the streamed read of connection states reads the
 // account's peers only, in the order Peers lists them, and stops at the
@@ -17,19 +38,7 @@ import (
 func TestEachPeerState(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e storetest.Engine) {
 		st := e.Open(t)
-		acc := mkAccount(t, st, "acc-states", "100.64.0.0/16")
-		other := mkAccount(t, st, "acc-other", "100.65.0.0/16")
-		for i := 1; i <= 3; i++ {
-			// Created newest first, IDs ascending: the order is the
-			// creation time's, not the ID's.
-			p := mkPeer(t, acc, i)
-			p.CreatedAt = p.CreatedAt.Add(-time.Duration(i) * time.Hour)
-			for range i {
-				p.IP = p.IP.Next()
-			}
-			insertPeer(t, st, p)
-		}
-		insertPeer(t, st, mkPeer(t, other, 1))
+		acc := statePeers(t, st)
 		stop := errors.New("stop")
 		var seen []string
 		err := st.Read(ctx, func(tx *store.Tx) error {
@@ -73,18 +82,7 @@ func TestEachPeerState(t *testing.T) {
 func TestEachPeerStateAt(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e storetest.Engine) {
 		st := e.Open(t)
-		acc := mkAccount(t, st, "acc-states", "100.64.0.0/16")
-		other := mkAccount(t, st, "acc-other", "100.65.0.0/16")
-		for i := 1; i <= 3; i++ {
-			p := mkPeer(t, acc, i)
-			p.CreatedAt = p.CreatedAt.Add(-time.Duration(i) * time.Hour)
-			p.LastSeen = time.Unix(1_700_000_000+int64(i), 0).UTC()
-			for range i {
-				p.IP = p.IP.Next()
-			}
-			insertPeer(t, st, p)
-		}
-		insertPeer(t, st, mkPeer(t, other, 1))
+		acc := statePeers(t, st)
 		type state struct {
 			i         int
 			connected bool

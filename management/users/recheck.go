@@ -29,25 +29,36 @@ func (s *Service) CheckPAT(ctx context.Context, plain string) (account.User, err
 	now := s.now()
 	var u account.User
 	err = s.o.Store.Read(ctx, func(tx *store.Tx) error {
-		t, err := tx.TokenByHash(ctx, hash)
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("%w: unknown or deleted token", ErrUnauthenticated)
-		}
-		if err != nil {
-			return err
-		}
-		if !t.ExpiresAt.IsZero() && now.After(t.ExpiresAt) {
-			return fmt.Errorf("%w: token expired at %s", ErrUnauthenticated, t.ExpiresAt.Format(time.RFC3339))
-		}
-		if u, err = tx.In(t.AccountID).User(ctx, t.UserID); err != nil {
-			return err
-		}
-		return usable(u)
+		u, _, err = patUser(ctx, tx, hash, now)
+		return err
 	})
 	if err != nil {
 		return account.User{}, mapErr(err)
 	}
 	return u, nil
+}
+
+// patUser is the usable user behind the token with hash, valid at now:
+// the one check FromPAT and CheckPAT share (FromPAT then records the use).
+func patUser(ctx context.Context, tx *store.Tx, hash string, now time.Time) (account.User, account.Token, error) {
+	t, err := tx.TokenByHash(ctx, hash)
+	if errors.Is(err, store.ErrNotFound) {
+		return account.User{}, account.Token{}, fmt.Errorf("%w: unknown or deleted token", ErrUnauthenticated)
+	}
+	if err != nil {
+		return account.User{}, account.Token{}, err
+	}
+	if !t.ExpiresAt.IsZero() && now.After(t.ExpiresAt) {
+		return account.User{}, account.Token{}, fmt.Errorf("%w: token expired at %s", ErrUnauthenticated, t.ExpiresAt.Format(time.RFC3339))
+	}
+	u, err := tx.In(t.AccountID).User(ctx, t.UserID)
+	if err != nil {
+		return account.User{}, account.Token{}, err
+	}
+	if err := usable(u); err != nil {
+		return account.User{}, account.Token{}, err
+	}
+	return u, t, nil
 }
 
 // CheckClaims returns the current user behind verified token claims the

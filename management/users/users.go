@@ -453,27 +453,11 @@ func (s *Service) FromPAT(ctx context.Context, plain string) (account.User, erro
 	var u account.User
 	now := s.now()
 	err = s.o.Store.Tx(ctx, func(tx *store.Tx) error {
-		t, err := tx.TokenByHash(ctx, hash)
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("%w: unknown or deleted token", ErrUnauthenticated)
-		}
-		if err != nil {
+		var t account.Token
+		if u, t, err = patUser(ctx, tx, hash, now); err != nil {
 			return err
 		}
-		if !t.ExpiresAt.IsZero() && now.After(t.ExpiresAt) {
-			return fmt.Errorf("%w: token expired at %s", ErrUnauthenticated, t.ExpiresAt.Format(time.RFC3339))
-		}
-		at := tx.In(t.AccountID)
-		if u, err = at.User(ctx, t.UserID); err != nil {
-			return err
-		}
-		if u.Blocked {
-			return ErrBlocked
-		}
-		if u.PendingApproval {
-			return ErrPendingApproval
-		}
-		return at.TouchToken(ctx, t.ID, now.UnixNano())
+		return tx.In(t.AccountID).TouchToken(ctx, t.ID, now.UnixNano())
 	})
 	if err != nil {
 		return account.User{}, mapErr(err)
