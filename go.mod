@@ -43,6 +43,8 @@ require (
 
 require github.com/godbus/dbus/v5 v5.2.4
 
+require github.com/creack/pty v1.1.24
+
 require (
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/containerd/typeurl/v2 v2.3.0 // indirect

@@ -162,7 +162,8 @@ func (s *Server) Serve(ctx context.Context, addr string) error {
 		return fmt.Errorf("listen on %s: %w", path, err)
 	}
 	_ = os.Chmod(path, 0o660)
-	g := grpc.NewServer()
+	// The caller's uid, for the settings only root may change.
+	g := grpc.NewServer(grpc.Creds(peerCredentials{}))
 	daemonpb.RegisterDaemonServiceServer(g, s)
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(ln) }()
@@ -292,6 +293,24 @@ func (s *Server) Login(ctx context.Context, req *daemonpb.LoginRequest) (*daemon
 	if req.BlockLanAccess != nil {
 		cfg.BlockLANAccess = req.GetBlockLanAccess()
 	}
+	if req.GetServerSSHAllowed() || req.GetEnableSSHRoot() || req.GetEnableSSHLocalPortForwarding() || req.GetEnableSSHRemotePortForwarding() {
+		// They let other peers run commands or reach services here.
+		if err := requireRoot(ctx, "enabling the SSH server or its root login/port forwarding"); err != nil {
+			return nil, status.Error(codes.PermissionDenied, err.Error())
+		}
+	}
+	if req.ServerSSHAllowed != nil {
+		cfg.ServerSSHAllowed = req.GetServerSSHAllowed()
+	}
+	if req.EnableSSHRoot != nil {
+		cfg.EnableSSHRoot = req.GetEnableSSHRoot()
+	}
+	if req.EnableSSHLocalPortForwarding != nil {
+		cfg.EnableSSHLocalPortForwarding = req.GetEnableSSHLocalPortForwarding()
+	}
+	if req.EnableSSHRemotePortForwarding != nil {
+		cfg.EnableSSHRemotePortForwarding = req.GetEnableSSHRemotePortForwarding()
+	}
 	t, err := mgmtclient.ParseURL(cfg.ManagementURL)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -419,7 +438,9 @@ func (s *Server) checkIdentity(ctx context.Context, cfg *state.Config, t mgmtcli
 func sameSession(a, b state.Config) bool {
 	return a.ManagementURL == b.ManagementURL && a.PrivateKey == b.PrivateKey && a.InterfaceName == b.InterfaceName &&
 		a.WireguardPort == b.WireguardPort && a.MTU == b.MTU && a.Hostname == b.Hostname && a.ExitNodeBlockLAN == b.ExitNodeBlockLAN &&
-		a.DisableClientRoutes == b.DisableClientRoutes && a.DisableServerRoutes == b.DisableServerRoutes && a.BlockLANAccess == b.BlockLANAccess
+		a.DisableClientRoutes == b.DisableClientRoutes && a.DisableServerRoutes == b.DisableServerRoutes && a.BlockLANAccess == b.BlockLANAccess &&
+		a.ServerSSHAllowed == b.ServerSSHAllowed && a.EnableSSHRoot == b.EnableSSHRoot &&
+		a.EnableSSHLocalPortForwarding == b.EnableSSHLocalPortForwarding && a.EnableSSHRemotePortForwarding == b.EnableSSHRemotePortForwarding
 }
 
 // Up connects the active profile. If another session runs (another
@@ -492,6 +513,8 @@ func (s *Server) engineOptions(name string, cfg state.Config, t mgmtclient.Targe
 		ForceRelay: s.forceRelay, Firewall: s.firewall, KernelWG: s.kernelWG, DisableDNS: cfg.DisableDNS, ResolvConf: ResolvConf(s.profiles.Dir), StateDir: s.profiles.Dir,
 		Bundle: s.bundleSource(name), RouteSelection: engineSelection(cfg.Routes), ExitNodeLAN: !cfg.ExitNodeBlockLAN,
 		DisableClientRoutes: cfg.DisableClientRoutes, DisableServerRoutes: cfg.DisableServerRoutes, BlockLANAccess: cfg.BlockLANAccess,
+		AllowServerSSH: cfg.ServerSSHAllowed, AllowSSHRoot: cfg.EnableSSHRoot,
+		AllowSSHLocalForwarding: cfg.EnableSSHLocalPortForwarding, AllowSSHRemoteForwarding: cfg.EnableSSHRemotePortForwarding,
 	}
 }
 
@@ -620,7 +643,7 @@ func statusProto(st engine.Status) *daemonpb.FullStatus {
 			IP: p.IP, PubKey: p.Key.String(), ConnStatus: p.Conn.State, ConnStatusUpdate: timestamppb.New(p.Conn.Since),
 			Relayed: p.Conn.Relayed, LocalIceCandidateType: p.Conn.LocalType, RemoteIceCandidateType: p.Conn.RemoteType,
 			Fqdn: p.FQDN, LocalIceCandidateEndpoint: p.Conn.LocalEndpoint, RemoteIceCandidateEndpoint: p.Conn.RemoteEndpoint,
-			BytesRx: p.RxBytes, BytesTx: p.TxBytes, RelayAddress: p.Conn.RelayAddress,
+			BytesRx: p.RxBytes, BytesTx: p.TxBytes, RelayAddress: p.Conn.RelayAddress, SshHostKey: p.SSHHostKey,
 		}
 		if !p.LastHandshake.IsZero() {
 			ps.LastWireguardHandshake = timestamppb.New(p.LastHandshake)

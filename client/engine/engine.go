@@ -90,6 +90,16 @@ type Options struct {
 	// BlockLANAccess drops routed traffic to this host's own local
 	// networks unless a route it serves names them (--block-lan-access).
 	BlockLANAccess bool
+	// AllowServerSSH runs the SSH server when management also enables
+	// SSH for this peer (netbird up --allow-server-ssh); AllowSSHRoot
+	// lets clients log in as root (--enable-ssh-root);
+	// AllowSSHLocalForwarding and AllowSSHRemoteForwarding allow ssh -L
+	// and -R (--enable-ssh-local-port-forwarding,
+	// --enable-ssh-remote-port-forwarding). All off by default.
+	AllowServerSSH           bool
+	AllowSSHRoot             bool
+	AllowSSHLocalForwarding  bool
+	AllowSSHRemoteForwarding bool
 	// Bundle is what a remote debug bundle (a job from management)
 	// collects; nil collects the engine's status only. The engine adds
 	// its private and setup keys to the secrets.
@@ -108,6 +118,7 @@ type Engine struct {
 	relays *relayclient.Manager
 	filter ruleSetter
 	srv    *serverRoutes // this peer as a routing peer (serverroutes.go)
+	ssh    sshState      // this peer's SSH server (ssh.go)
 	meta   *mgmtpb.PeerSystemMeta
 	checks chan []string // posture check files asked for (reportChecks)
 	files  metaFiles     // their last answer; orders every SyncMeta (connreport.go)
@@ -310,6 +321,7 @@ func (e *Engine) Stop() {
 	e.cancel()
 	e.wg.Wait()
 	e.stopRoutes()
+	e.stopSSH()
 	for _, r := range peers {
 		r.conn.Close()
 	}
@@ -373,6 +385,12 @@ func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
 		for k, c := range removed {
 			c.Close()
 			_ = e.dev.RemovePeer(k)
+		}
+	}()
+	var sshStop interface{ Close() } // closed after e.mu is released
+	defer func() {
+		if sshStop != nil {
+			sshStop.Close()
 		}
 	}()
 	e.mu.Lock()
@@ -447,6 +465,9 @@ func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
 	}
 	// After the peers: a route's routing peer must be known to be chosen.
 	e.applyRoutes(nm)
+	if old := e.applySSH(nm); old != nil {
+		sshStop = old
+	}
 }
 
 func (e *Engine) applyConfig(cfg *mgmtpb.NetbirdConfig) {
@@ -515,6 +536,9 @@ type PeerStatus struct {
 	LastHandshake time.Time
 	RxBytes       int64
 	TxBytes       int64
+	// SSHHostKey is the peer's SSH key from the map (authorized_keys
+	// form), what `netbird ssh` accepts as its host key.
+	SSHHostKey []byte
 }
 
 // Status is a snapshot of the engine.
@@ -562,7 +586,7 @@ func (e *Engine) Status() Status {
 		st.Served = e.srv.served()
 	}
 	for k, r := range e.peers {
-		ps := PeerStatus{Key: k, FQDN: r.cfg.GetFqdn(), Conn: r.conn.Status()}
+		ps := PeerStatus{Key: k, FQDN: r.cfg.GetFqdn(), Conn: r.conn.Status(), SSHHostKey: r.cfg.GetSshConfig().GetSshPubKey()}
 		if len(r.ips) > 0 {
 			ps.IP = r.ips[0].Addr().String()
 		}

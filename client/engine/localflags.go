@@ -19,6 +19,7 @@ func (o Options) localFlags() *mgmtpb.Flags {
 		DisableServerRoutes: o.DisableServerRoutes,
 		DisableDNS:          o.DisableDNS,
 		BlockLANAccess:      o.BlockLANAccess,
+		ServerSSHAllowed:    o.AllowServerSSH,
 	}
 }
 

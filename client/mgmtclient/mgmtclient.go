@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/wiremesh/wiremesh/client/sshserver"
 	"github.com/wiremesh/wiremesh/internal/envelope"
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/internal/mapdelta"
@@ -256,7 +257,14 @@ func (c *Client) login(ctx context.Context, req *mgmtpb.LoginRequest, meta *mgmt
 	if err != nil {
 		return nil, err
 	}
-	req.Meta, req.PeerKeys = meta, &mgmtpb.PeerKeys{WgPubKey: []byte(c.priv.Public().String())}
+	// The SSH key is derived from the WireGuard key, so every login
+	// reports the same one (a login without it would clear it on the
+	// server and peers could no longer check this peer's SSH server).
+	sshKey, err := sshserver.AuthorizedKey(c.priv)
+	if err != nil {
+		return nil, err
+	}
+	req.Meta, req.PeerKeys = meta, &mgmtpb.PeerKeys{WgPubKey: []byte(c.priv.Public().String()), SshPubKey: []byte(sshKey)}
 	body, err := sh.SealProto(req)
 	if err != nil {
 		return nil, err

@@ -63,6 +63,17 @@ type Config struct {
 	// routed traffic to its own local networks unless a route names them
 	// (netbird up --block-lan-access).
 	BlockLANAccess bool `json:"block_lan_access,omitempty"`
+	// ServerSSHAllowed runs the SSH server when management enables SSH
+	// for this peer (netbird up --allow-server-ssh); EnableSSHRoot lets
+	// clients log in as root (--enable-ssh-root).
+	ServerSSHAllowed bool `json:"server_ssh_allowed,omitempty"`
+	EnableSSHRoot    bool `json:"enable_ssh_root,omitempty"`
+	// EnableSSHLocalPortForwarding and EnableSSHRemotePortForwarding
+	// allow ssh -L and ssh -R through the SSH server
+	// (--enable-ssh-local-port-forwarding,
+	// --enable-ssh-remote-port-forwarding); off by default.
+	EnableSSHLocalPortForwarding  bool `json:"enable_ssh_local_port_forwarding,omitempty"`
+	EnableSSHRemotePortForwarding bool `json:"enable_ssh_remote_port_forwarding,omitempty"`
 }
 
 // RouteSelection is a route selection as stored: network IDs the user

@@ -26,7 +26,10 @@ type Peer struct {
 	// Deltas makes Sync ask for network map deltas, as our agent does; the
 	// stream then holds the whole maps they lead to (Raw: as received).
 	Deltas bool
-	client mgmtpb.ManagementServiceClient
+	// SSHPubKey is reported at login (PeerKeys.sshPubKey), as an agent
+	// reports its SSH host key; empty sends none.
+	SSHPubKey string
+	client    mgmtpb.ManagementServiceClient
 }
 
 // New creates a peer with a fresh key.
@@ -127,7 +130,7 @@ func (p *Peer) PKCEFlow(ctx context.Context) (*mgmtpb.PKCEAuthorizationFlow, err
 }
 
 func (p *Peer) login(ctx context.Context, req *mgmtpb.LoginRequest) (*mgmtpb.LoginResponse, error) {
-	req.Meta, req.PeerKeys = p.Meta(), &mgmtpb.PeerKeys{WgPubKey: []byte(p.Public().String())}
+	req.Meta, req.PeerKeys = p.Meta(), &mgmtpb.PeerKeys{WgPubKey: []byte(p.Public().String()), SshPubKey: []byte(p.SSHPubKey)}
 	msg, sh, err := p.Seal(ctx, req)
 	if err != nil {
 		return nil, err

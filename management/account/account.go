@@ -103,6 +103,10 @@ type Peer struct {
 	// group, not even All, reaches only what the policies naming it allow,
 	// and is removed with those policies when its Sync stream ends.
 	Temporary bool `json:"temporary,omitempty"`
+	// SSHEnabled is the admin's switch for the peer's SSH server (REST
+	// ssh_enabled). The agent serves SSH only when this and its own
+	// --allow-server-ssh (Flags.ServerSSHAllowed) are both on.
+	SSHEnabled bool `json:"ssh_enabled,omitempty"`
 }
 
 // FQDN returns the peer's fully qualified name in domain.

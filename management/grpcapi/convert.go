@@ -112,8 +112,11 @@ func allowAllRules() []*mgmtpb.FirewallRule {
 
 func peerConfig(m networkmap.Map) *mgmtpb.PeerConfig {
 	return &mgmtpb.PeerConfig{
-		Address:   m.Address(),
-		SshConfig: &mgmtpb.SSHConfig{},
+		Address: m.Address(),
+		// sshEnabled is the admin's switch (REST ssh_enabled); the agent
+		// also needs its own --allow-server-ssh, as NetBird's does. We
+		// send no jwtConfig: our servers authorize by the peers' keys.
+		SshConfig: &mgmtpb.SSHConfig{SshEnabled: m.Self.SSHEnabled},
 		Fqdn:      m.Self.FQDN(m.Domain),
 		// As the reference passes them: the client reads both from here.
 		LazyConnectionEnabled:           m.Flags.LazyConnection,

@@ -299,7 +299,7 @@ func (s *Server) loginError(ctx context.Context, pk key.Public, err error) error
 	switch {
 	case errors.Is(err, peers.ErrNotRegistered):
 		return status.Error(codes.PermissionDenied, "no peer auth method provided, please use a setup key or interactive SSO login")
-	case errors.Is(err, peers.ErrLoginExpired), errors.Is(err, peers.ErrUserBlocked), errors.Is(err, peers.ErrOtherUser):
+	case errors.Is(err, peers.ErrLoginExpired), errors.Is(err, peers.ErrUserBlocked), errors.Is(err, peers.ErrOtherUser), errors.Is(err, peers.ErrSSHKeyTaken):
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, setupkey.ErrInvalid):
 		// PermissionDenied makes the official client fail at once with

@@ -165,7 +165,7 @@ func (v peerView) toPeer(p account.Peer, now time.Time) peerJSON {
 	}
 	return peerJSON{ID: string(p.ID), Name: p.Name, CreatedAt: ts(p.CreatedAt), IP: p.IP.String(), Connected: p.Connected, LastSeen: ts(p.LastSeen),
 		OS: os, KernelVersion: p.Meta.KernelVersion, Version: p.Meta.NetbirdVersion, UIVersion: p.Meta.UIVersion, Groups: groups,
-		UserID: string(p.UserID), Hostname: p.Meta.Hostname, DNSLabel: p.FQDN(v.acc.Domain), LoginExpirationEnabled: p.LoginExpirationEnabled,
+		UserID: string(p.UserID), Hostname: p.Meta.Hostname, DNSLabel: p.FQDN(v.acc.Domain), LoginExpirationEnabled: p.LoginExpirationEnabled, SSHEnabled: p.SSHEnabled,
 		LoginExpired: v.acc.Settings.Expired(p, now), LastLogin: ts(p.LastLogin), SerialNumber: p.Meta.SerialNumber,
 		ExtraDNSLabels: []string{}, Ephemeral: p.Ephemeral, ApprovalRequired: p.ApprovalRequired,
 		LocalFlags: localFlagsJSON(p.Meta.Flags)}
@@ -275,9 +275,10 @@ func (a *API) getPeer(w http.ResponseWriter, r *http.Request, caller account.Use
 
 func (a *API) updatePeer(w http.ResponseWriter, r *http.Request, caller account.User) error {
 	var req struct {
-		Name                   string `json:"name"`
-		SSHEnabled             bool   `json:"ssh_enabled"`
-		LoginExpirationEnabled bool   `json:"login_expiration_enabled"`
+		Name string `json:"name"`
+		// SSHEnabled nil (absent) leaves the peer's SSH switch as it is.
+		SSHEnabled             *bool `json:"ssh_enabled"`
+		LoginExpirationEnabled bool  `json:"login_expiration_enabled"`
 		// ApprovalRequired false approves a pending peer (admins only).
 		ApprovalRequired *bool `json:"approval_required"`
 	}
@@ -295,7 +296,10 @@ func (a *API) updatePeer(w http.ResponseWriter, r *http.Request, caller account.
 	if auth.Can(caller, auth.Peers, auth.Update) != auth.All && req.ApprovalRequired != nil && *req.ApprovalRequired != cur.ApprovalRequired {
 		return fmt.Errorf("%w: only admins approve peers", users.ErrForbidden)
 	}
-	in := peers.UpdateInput{Name: req.Name, LoginExpiration: req.LoginExpirationEnabled, ApprovalRequired: req.ApprovalRequired}
+	if auth.Can(caller, auth.Peers, auth.Update) != auth.All && req.SSHEnabled != nil && *req.SSHEnabled != cur.SSHEnabled {
+		return fmt.Errorf("%w: only admins switch a peer's SSH server (ssh_enabled)", users.ErrForbidden)
+	}
+	in := peers.UpdateInput{Name: req.Name, LoginExpiration: req.LoginExpirationEnabled, ApprovalRequired: req.ApprovalRequired, SSHEnabled: req.SSHEnabled}
 	if _, err := a.o.Peers.Update(r.Context(), caller.AccountID, id, in, string(caller.ID)); err != nil {
 		return err
 	}

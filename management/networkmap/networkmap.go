@@ -415,9 +415,10 @@ func newSig(parts ...string) sig128 {
 }
 
 // record covers what a map shows of a peer, and whether it is shown at all
-// (a peer pending approval is not).
+// (a peer pending approval is not). SSHEnabled is in its own map only, but
+// counting it here makes a switch of it reach that map.
 func record(p account.Peer) sig128 {
-	return newSig(string(p.ID), p.IP.String(), p.Key.String(), p.DNSLabel, p.SSHPubKey, p.Name, fmt.Sprint(p.ApprovalRequired))
+	return newSig(string(p.ID), p.IP.String(), p.Key.String(), p.DNSLabel, p.SSHPubKey, p.Name, fmt.Sprint(p.ApprovalRequired, p.SSHEnabled))
 }
 
 func ruleSig(pol account.PolicyID, r account.Rule) sig128 {

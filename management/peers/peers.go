@@ -36,6 +36,10 @@ var (
 	ErrUserBlocked = errors.New("the user of this peer is blocked")
 	// ErrOtherUser is a peer registered by another user.
 	ErrOtherUser = errors.New("peer is registered by another user")
+	// ErrSSHKeyTaken is an SSH key another peer of the account already
+	// reports: peers' SSH servers authorize clients by it, so a second
+	// holder could pass for the first.
+	ErrSSHKeyTaken = errors.New("peer_keys.ssh_pub_key: another peer of this account already reports this SSH public key")
 )
 
 // Notifier learns that an account's network changed.
@@ -53,15 +57,22 @@ type Service struct {
 	// Instance names this management instance in connected-state records
 	// (set before use; empty is fine for a single instance).
 	Instance string
-	// States learns of each recorded change of a peer's connected state
-	// (set before use; nil: nobody). It is not a network change, so it is
-	// not told to the notifier; the REST API's live streams want it.
+	// States learns of each recorded change of one peer: its connected
+	// state, and an update or deletion, with the peer's owner (set before
+	// use; nil: nobody). The REST API's live streams want it: a user who
+	// sees only its own peers hears no account-wide peer change.
 	States StateNotifier
 }
 
-// StateNotifier learns that a peer's own state (online, offline) changed.
+// StateNotifier learns which peers changed, beside the network-change
+// notifier.
 type StateNotifier interface {
-	PeerChanged(acc account.ID, id account.PeerID)
+	// PeerChanged: the peer changed; owner is its user ("": not looked
+	// up, or none).
+	PeerChanged(acc account.ID, id account.PeerID, owner account.UserID)
+	// MembershipChanged: a peer joined or left the account, so the
+	// groups' peer counts moved (an agent's login alone does not).
+	MembershipChanged(acc account.ID)
 }
 
 // New returns a Service. log and now may be nil (discard, time.Now).
@@ -92,16 +103,16 @@ type LoginInput struct {
 // are refreshed; a changed name is a network change.
 func (s *Service) Login(ctx context.Context, in LoginInput) (account.Peer, account.Account, error) {
 	var (
-		peer    account.Peer
-		acc     account.Account
-		changed bool
+		peer            account.Peer
+		acc             account.Account
+		changed, joined bool
 	)
 	// A concurrent registration elsewhere can take the address or label we
 	// chose between our read and our insert; the unique index refuses it and
 	// we try again with fresh state.
 	for attempt := 0; ; attempt++ {
 		var err error
-		peer, acc, changed, err = s.login(ctx, in)
+		peer, acc, changed, joined, err = s.login(ctx, in)
 		if errors.Is(err, store.ErrConflict) && attempt < 5 {
 			continue
 		}
@@ -112,11 +123,18 @@ func (s *Service) Login(ctx context.Context, in LoginInput) (account.Peer, accou
 	}
 	if changed {
 		s.notify.AccountChanged(acc.ID)
+		if s.States != nil {
+			s.States.PeerChanged(acc.ID, peer.ID, peer.UserID)
+			if joined {
+				s.States.MembershipChanged(acc.ID)
+			}
+		}
 	}
 	return peer, acc, nil
 }
 
-func (s *Service) login(ctx context.Context, in LoginInput) (peer account.Peer, acc account.Account, changed bool, err error) {
+// login is Login's transaction; joined: the peer registered now.
+func (s *Service) login(ctx context.Context, in LoginInput) (peer account.Peer, acc account.Account, changed, joined bool, err error) {
 	now := s.now().UTC()
 	err = s.store.Tx(ctx, func(tx *store.Tx) error {
 		existing, err := tx.PeerByKey(ctx, in.Key)
@@ -129,17 +147,17 @@ func (s *Service) login(ctx context.Context, in LoginInput) (peer account.Peer, 
 		}
 		if in.User != nil {
 			peer, acc, err = s.registerUser(ctx, tx, in, now)
-			changed = err == nil
+			changed, joined = err == nil, err == nil
 			return err
 		}
 		if in.SetupKey == "" {
 			return ErrNotRegistered
 		}
 		peer, acc, err = s.register(ctx, tx, in, now)
-		changed = err == nil
+		changed, joined = err == nil, err == nil
 		return err
 	})
-	return peer, acc, changed, err
+	return peer, acc, changed, joined, err
 }
 
 func (s *Service) refresh(ctx context.Context, tx *store.Tx, p account.Peer, in LoginInput, now time.Time) (account.Peer, account.Account, bool, error) {
@@ -189,6 +207,14 @@ func (s *Service) refresh(ctx context.Context, tx *store.Tx, p account.Peer, in 
 		p.Name, p.DNSLabel = in.Meta.Hostname, label
 	}
 	if !in.KeepSSH && in.SSHPubKey != p.SSHPubKey {
+		// Queue behind other writers so two peers cannot both take the
+		// same key.
+		if acc, err = at.Lock(ctx); err != nil {
+			return p, acc, false, err
+		}
+		if err := sshKeyFree(ctx, at, in.SSHPubKey, p.ID); err != nil {
+			return p, acc, false, err
+		}
 		changed = true
 		p.SSHPubKey = in.SSHPubKey
 	}
@@ -303,6 +329,9 @@ func (s *Service) register(ctx context.Context, tx *store.Tx, in LoginInput, now
 // insert adds a new peer with a free address and DNS label and puts it in
 // its auto-groups (by ID or name).
 func (s *Service) insert(ctx context.Context, tx *store.Tx, at *store.AccountTx, acc account.Account, p *account.Peer, autoGroups []string) error {
+	if err := sshKeyFree(ctx, at, p.SSHPubKey, p.ID); err != nil {
+		return err
+	}
 	var err error
 	for attempt := 0; ; attempt++ {
 		if p.IP, err = s.pickIP(ctx, at, acc.Network); err != nil {
@@ -416,9 +445,11 @@ func freeLabel(ctx context.Context, at *store.AccountTx, base string, self accou
 // Delete removes one of the account's peers and tells the account.
 // initiator is recorded in the activity log.
 func (s *Service) Delete(ctx context.Context, acc account.ID, id account.PeerID, initiator string) error {
+	var owner account.UserID
 	err := s.store.Tx(ctx, func(tx *store.Tx) error {
 		at := tx.In(acc)
 		p, err := at.Peer(ctx, id)
+		owner = p.UserID
 		if err != nil {
 			return err
 		}
@@ -448,6 +479,12 @@ func (s *Service) Delete(ctx context.Context, acc account.ID, id account.PeerID,
 		return fmt.Errorf("delete peer %s: %w", id, err)
 	}
 	s.notify.AccountChanged(acc)
+	if s.States != nil {
+		// Gone from the store: only the owner named here tells its
+		// streams it was theirs.
+		s.States.PeerChanged(acc, id, owner)
+		s.States.MembershipChanged(acc)
+	}
 	return nil
 }
 
@@ -465,10 +502,14 @@ type UpdateInput struct {
 	// makes an approved one pending again (true, only while the account's
 	// peer approval is on). nil leaves it as it is.
 	ApprovalRequired *bool
+	// SSHEnabled, when set, switches the peer's SSH server on or off (the
+	// map's SSHConfig.sshEnabled). nil leaves it as it is.
+	SSHEnabled *bool
 }
 
 // Update renames a peer (its DNS label follows), switches its login
-// expiration and approves it or revokes its approval, in one transaction.
+// expiration and SSH server and approves it or revokes its approval, in one
+// transaction.
 func (s *Service) Update(ctx context.Context, acc account.ID, id account.PeerID, in UpdateInput, initiator string) (account.Peer, error) {
 	name := strings.TrimSpace(in.Name)
 	if name == "" || len(name) > 255 {
@@ -491,6 +532,9 @@ func (s *Service) Update(ctx context.Context, acc account.ID, id account.PeerID,
 			}
 		}
 		p.Name, p.LoginExpirationEnabled = name, in.LoginExpiration && p.UserID != ""
+		if in.SSHEnabled != nil {
+			p.SSHEnabled = *in.SSHEnabled
+		}
 		if err := at.UpdatePeerName(ctx, p); err != nil {
 			return err
 		}
@@ -512,6 +556,9 @@ func (s *Service) Update(ctx context.Context, acc account.ID, id account.PeerID,
 		if was.LoginExpirationEnabled != p.LoginExpirationEnabled {
 			events = append(events, map[bool]string{true: "peer.login.expiration.enable", false: "peer.login.expiration.disable"}[p.LoginExpirationEnabled])
 		}
+		if was.SSHEnabled != p.SSHEnabled {
+			events = append(events, map[bool]string{true: "peer.ssh.enable", false: "peer.ssh.disable"}[p.SSHEnabled])
+		}
 		for _, activity := range events {
 			if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: activity, Initiator: initiator, Target: string(id), Meta: meta}); err != nil {
 				return err
@@ -523,6 +570,9 @@ func (s *Service) Update(ctx context.Context, acc account.ID, id account.PeerID,
 		return account.Peer{}, fmt.Errorf("update peer %s: %w", id, err)
 	}
 	s.notify.AccountChanged(acc)
+	if s.States != nil {
+		s.States.PeerChanged(acc, id, p.UserID)
+	}
 	return p, nil
 }
 
@@ -557,4 +607,33 @@ func (s *Service) ExpireLogins(ctx context.Context, since time.Time, seen map[ac
 // postureMeta is the part of a peer's metadata posture checks read.
 func postureMeta(m account.Meta) string {
 	return fmt.Sprint(m.NetbirdVersion, m.GoOS, m.OSVersion, m.KernelVersion, m.Addresses, m.ConnectionIP, m.Files)
+}
+
+// sshKeyFree refuses an SSH public key (authorized_keys form) that a peer
+// of the account other than self already reports; keys are compared by
+// type and key material, whatever their comments.
+func sshKeyFree(ctx context.Context, at *store.AccountTx, k string, self account.PeerID) error {
+	want := sshKeyMaterial(k)
+	if want == "" {
+		return nil
+	}
+	ps, err := at.Peers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, o := range ps {
+		if o.ID != self && sshKeyMaterial(o.SSHPubKey) == want {
+			return ErrSSHKeyTaken
+		}
+	}
+	return nil
+}
+
+// sshKeyMaterial is an authorized_keys line without its comment.
+func sshKeyMaterial(k string) string {
+	f := strings.Fields(k)
+	if len(f) < 2 {
+		return strings.TrimSpace(k)
+	}
+	return f[0] + " " + f[1]
 }

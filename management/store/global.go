@@ -159,10 +159,10 @@ func (tx *Tx) InsertSetting(ctx context.Context, name, value string) error {
 
 // --- row codecs shared with the account-scoped queries ---
 
-const peerCols = `id, account_id, wg_pub_key, ip, name, dns_label, meta, ssh_pub_key, setup_key_id, ephemeral, created_at, last_login, last_seen, connected, user_id, login_expiration_enabled, approval_required, temporary`
+const peerCols = `id, account_id, wg_pub_key, ip, name, dns_label, meta, ssh_pub_key, setup_key_id, ephemeral, created_at, last_login, last_seen, connected, user_id, login_expiration_enabled, approval_required, temporary, ssh_enabled`
 
 // peerValues are the values of peerCols for an INSERT.
-const peerValues = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
+const peerValues = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
 
 func peerArgs(p account.Peer) ([]any, error) {
 	meta, err := json.Marshal(p.Meta)
@@ -171,7 +171,7 @@ func peerArgs(p account.Peer) ([]any, error) {
 	}
 	return []any{string(p.ID), string(p.AccountID), p.Key.String(), p.IP.String(), p.Name, p.DNSLabel, string(meta), p.SSHPubKey,
 		string(p.SetupKeyID), p.Ephemeral, nanos(p.CreatedAt), nanos(p.LastLogin), nanos(p.LastSeen), p.Connected,
-		string(p.UserID), p.LoginExpirationEnabled, p.ApprovalRequired, p.Temporary}, nil
+		string(p.UserID), p.LoginExpirationEnabled, p.ApprovalRequired, p.Temporary, p.SSHEnabled}, nil
 }
 
 func scanPeer(sc scanner) (account.Peer, error) {
@@ -180,7 +180,7 @@ func scanPeer(sc scanner) (account.Peer, error) {
 		id, acc, k, ip, meta, sk, user string
 		created, login, seen           int64
 	)
-	if err := sc.Scan(&id, &acc, &k, &ip, &p.Name, &p.DNSLabel, &meta, &p.SSHPubKey, &sk, &p.Ephemeral, &created, &login, &seen, &p.Connected, &user, &p.LoginExpirationEnabled, &p.ApprovalRequired, &p.Temporary); err != nil {
+	if err := sc.Scan(&id, &acc, &k, &ip, &p.Name, &p.DNSLabel, &meta, &p.SSHPubKey, &sk, &p.Ephemeral, &created, &login, &seen, &p.Connected, &user, &p.LoginExpirationEnabled, &p.ApprovalRequired, &p.Temporary, &p.SSHEnabled); err != nil {
 		return account.Peer{}, mapErr(err)
 	}
 	var err error

@@ -324,13 +324,14 @@ func (a *AccountTx) BlockedUsers(ctx context.Context) (map[account.UserID]bool, 
 	return out, nil
 }
 
-// UpdatePeerName changes a peer's name, DNS label and login expiration.
+// UpdatePeerName changes a peer's name, DNS label, login expiration and SSH
+// switch (the fields PUT /api/peers/{id} sets).
 func (a *AccountTx) UpdatePeerName(ctx context.Context, p account.Peer) error {
 	if err := a.bumpView(ctx); err != nil {
 		return err
 	}
-	n, err := a.q().exec(ctx, `UPDATE peers SET name = ?, dns_label = ?, login_expiration_enabled = ? WHERE id = ? AND account_id = ?`,
-		p.Name, p.DNSLabel, p.LoginExpirationEnabled, string(p.ID), string(a.id))
+	n, err := a.q().exec(ctx, `UPDATE peers SET name = ?, dns_label = ?, login_expiration_enabled = ?, ssh_enabled = ? WHERE id = ? AND account_id = ?`,
+		p.Name, p.DNSLabel, p.LoginExpirationEnabled, p.SSHEnabled, string(p.ID), string(a.id))
 	return affected(n, err)
 }
 

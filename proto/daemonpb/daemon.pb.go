@@ -542,12 +542,23 @@ type LoginRequest struct {
 	Hostname            string  `protobuf:"bytes,9,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	InterfaceName       *string `protobuf:"bytes,11,opt,name=interfaceName,proto3,oneof" json:"interfaceName,omitempty"`
 	WireguardPort       *int64  `protobuf:"varint,12,opt,name=wireguardPort,proto3,oneof" json:"wireguardPort,omitempty"`
+	// Run the SSH server when management enables SSH for this peer
+	// (netbird up --allow-server-ssh); unset keeps the profile's choice.
+	ServerSSHAllowed    *bool   `protobuf:"varint,15,opt,name=serverSSHAllowed,proto3,oneof" json:"serverSSHAllowed,omitempty"`
 	DisableClientRoutes *bool   `protobuf:"varint,20,opt,name=disable_client_routes,json=disableClientRoutes,proto3,oneof" json:"disable_client_routes,omitempty"`
 	DisableServerRoutes *bool   `protobuf:"varint,21,opt,name=disable_server_routes,json=disableServerRoutes,proto3,oneof" json:"disable_server_routes,omitempty"`
 	DisableDns          *bool   `protobuf:"varint,22,opt,name=disable_dns,json=disableDns,proto3,oneof" json:"disable_dns,omitempty"`
 	BlockLanAccess      *bool   `protobuf:"varint,24,opt,name=block_lan_access,json=blockLanAccess,proto3,oneof" json:"block_lan_access,omitempty"`
 	ProfileName         *string `protobuf:"bytes,30,opt,name=profileName,proto3,oneof" json:"profileName,omitempty"`
 	Mtu                 *int64  `protobuf:"varint,32,opt,name=mtu,proto3,oneof" json:"mtu,omitempty"`
+	// Let SSH clients log in as root (--enable-ssh-root); unset keeps the
+	// profile's choice.
+	EnableSSHRoot *bool `protobuf:"varint,34,opt,name=enableSSHRoot,proto3,oneof" json:"enableSSHRoot,omitempty"`
+	// Allow ssh -L / ssh -R through this peer's SSH server
+	// (--enable-ssh-local-port-forwarding,
+	// --enable-ssh-remote-port-forwarding); unset keeps the profile's choice.
+	EnableSSHLocalPortForwarding  *bool `protobuf:"varint,36,opt,name=enableSSHLocalPortForwarding,proto3,oneof" json:"enableSSHLocalPortForwarding,omitempty"`
+	EnableSSHRemotePortForwarding *bool `protobuf:"varint,37,opt,name=enableSSHRemotePortForwarding,proto3,oneof" json:"enableSSHRemotePortForwarding,omitempty"`
 	// Our own fields.
 	// Accept a management server whose key differs from the one pinned for
 	// its URL in this profile (after a deliberate server reinstall).
@@ -647,6 +658,13 @@ func (x *LoginRequest) GetWireguardPort() int64 {
 	return 0
 }
 
+func (x *LoginRequest) GetServerSSHAllowed() bool {
+	if x != nil && x.ServerSSHAllowed != nil {
+		return *x.ServerSSHAllowed
+	}
+	return false
+}
+
 func (x *LoginRequest) GetDisableClientRoutes() bool {
 	if x != nil && x.DisableClientRoutes != nil {
 		return *x.DisableClientRoutes
@@ -687,6 +705,27 @@ func (x *LoginRequest) GetMtu() int64 {
 		return *x.Mtu
 	}
 	return 0
+}
+
+func (x *LoginRequest) GetEnableSSHRoot() bool {
+	if x != nil && x.EnableSSHRoot != nil {
+		return *x.EnableSSHRoot
+	}
+	return false
+}
+
+func (x *LoginRequest) GetEnableSSHLocalPortForwarding() bool {
+	if x != nil && x.EnableSSHLocalPortForwarding != nil {
+		return *x.EnableSSHLocalPortForwarding
+	}
+	return false
+}
+
+func (x *LoginRequest) GetEnableSSHRemotePortForwarding() bool {
+	if x != nil && x.EnableSSHRemotePortForwarding != nil {
+		return *x.EnableSSHRemotePortForwarding
+	}
+	return false
 }
 
 func (x *LoginRequest) GetTrustNewServerKey() bool {
@@ -1536,8 +1575,11 @@ type PeerState struct {
 	Networks                   []string               `protobuf:"bytes,16,rep,name=networks,proto3" json:"networks,omitempty"`
 	Latency                    *durationpb.Duration   `protobuf:"bytes,17,opt,name=latency,proto3" json:"latency,omitempty"`
 	RelayAddress               string                 `protobuf:"bytes,18,opt,name=relayAddress,proto3" json:"relayAddress,omitempty"`
-	unknownFields              protoimpl.UnknownFields
-	sizeCache                  protoimpl.SizeCache
+	// The peer's SSH key from the network map (authorized_keys form):
+	// `netbird ssh` accepts only it as the peer's host key.
+	SshHostKey    []byte `protobuf:"bytes,19,opt,name=sshHostKey,proto3" json:"sshHostKey,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PeerState) Reset() {
@@ -1687,6 +1729,13 @@ func (x *PeerState) GetRelayAddress() string {
 		return x.RelayAddress
 	}
 	return ""
+}
+
+func (x *PeerState) GetSshHostKey() []byte {
+	if x != nil {
+		return x.SshHostKey
+	}
+	return nil
 }
 
 type DownRequest struct {
@@ -2341,7 +2390,7 @@ const file_daemon_proto_rawDesc = "" +
 	"\x17GetActiveProfileRequest\"X\n" +
 	"\x18GetActiveProfileResponse\x12 \n" +
 	"\vprofileName\x18\x01 \x01(\tR\vprofileName\x12\x1a\n" +
-	"\busername\x18\x02 \x01(\tR\busername\"\xc8\x06\n" +
+	"\busername\x18\x02 \x01(\tR\busername\"\xa2\t\n" +
 	"\fLoginRequest\x12\x1a\n" +
 	"\bsetupKey\x18\x01 \x01(\tR\bsetupKey\x12&\n" +
 	"\fpreSharedKey\x18\x02 \x01(\tB\x02\x18\x01R\fpreSharedKey\x12$\n" +
@@ -2350,24 +2399,33 @@ const file_daemon_proto_rawDesc = "" +
 	"\x13isUnixDesktopClient\x18\b \x01(\bR\x13isUnixDesktopClient\x12\x1a\n" +
 	"\bhostname\x18\t \x01(\tR\bhostname\x12)\n" +
 	"\rinterfaceName\x18\v \x01(\tH\x00R\rinterfaceName\x88\x01\x01\x12)\n" +
-	"\rwireguardPort\x18\f \x01(\x03H\x01R\rwireguardPort\x88\x01\x01\x127\n" +
-	"\x15disable_client_routes\x18\x14 \x01(\bH\x02R\x13disableClientRoutes\x88\x01\x01\x127\n" +
-	"\x15disable_server_routes\x18\x15 \x01(\bH\x03R\x13disableServerRoutes\x88\x01\x01\x12$\n" +
-	"\vdisable_dns\x18\x16 \x01(\bH\x04R\n" +
+	"\rwireguardPort\x18\f \x01(\x03H\x01R\rwireguardPort\x88\x01\x01\x12/\n" +
+	"\x10serverSSHAllowed\x18\x0f \x01(\bH\x02R\x10serverSSHAllowed\x88\x01\x01\x127\n" +
+	"\x15disable_client_routes\x18\x14 \x01(\bH\x03R\x13disableClientRoutes\x88\x01\x01\x127\n" +
+	"\x15disable_server_routes\x18\x15 \x01(\bH\x04R\x13disableServerRoutes\x88\x01\x01\x12$\n" +
+	"\vdisable_dns\x18\x16 \x01(\bH\x05R\n" +
 	"disableDns\x88\x01\x01\x12-\n" +
-	"\x10block_lan_access\x18\x18 \x01(\bH\x05R\x0eblockLanAccess\x88\x01\x01\x12%\n" +
-	"\vprofileName\x18\x1e \x01(\tH\x06R\vprofileName\x88\x01\x01\x12\x15\n" +
-	"\x03mtu\x18  \x01(\x03H\aR\x03mtu\x88\x01\x01\x12-\n" +
+	"\x10block_lan_access\x18\x18 \x01(\bH\x06R\x0eblockLanAccess\x88\x01\x01\x12%\n" +
+	"\vprofileName\x18\x1e \x01(\tH\aR\vprofileName\x88\x01\x01\x12\x15\n" +
+	"\x03mtu\x18  \x01(\x03H\bR\x03mtu\x88\x01\x01\x12)\n" +
+	"\renableSSHRoot\x18\" \x01(\bH\tR\renableSSHRoot\x88\x01\x01\x12G\n" +
+	"\x1cenableSSHLocalPortForwarding\x18$ \x01(\bH\n" +
+	"R\x1cenableSSHLocalPortForwarding\x88\x01\x01\x12I\n" +
+	"\x1denableSSHRemotePortForwarding\x18% \x01(\bH\vR\x1denableSSHRemotePortForwarding\x88\x01\x01\x12-\n" +
 	"\x11trustNewServerKey\x18\xe8\a \x01(\bR\x11trustNewServerKey\x120\n" +
-	"\x10exitNodeBlockLan\x18\xe9\a \x01(\bH\bR\x10exitNodeBlockLan\x88\x01\x01B\x10\n" +
+	"\x10exitNodeBlockLan\x18\xe9\a \x01(\bH\fR\x10exitNodeBlockLan\x88\x01\x01B\x10\n" +
 	"\x0e_interfaceNameB\x10\n" +
-	"\x0e_wireguardPortB\x18\n" +
+	"\x0e_wireguardPortB\x13\n" +
+	"\x11_serverSSHAllowedB\x18\n" +
 	"\x16_disable_client_routesB\x18\n" +
 	"\x16_disable_server_routesB\x0e\n" +
 	"\f_disable_dnsB\x13\n" +
 	"\x11_block_lan_accessB\x0e\n" +
 	"\f_profileNameB\x06\n" +
-	"\x04_mtuB\x13\n" +
+	"\x04_mtuB\x10\n" +
+	"\x0e_enableSSHRootB\x1f\n" +
+	"\x1d_enableSSHLocalPortForwardingB \n" +
+	"\x1e_enableSSHRemotePortForwardingB\x13\n" +
 	"\x11_exitNodeBlockLan\"\xb5\x01\n" +
 	"\rLoginResponse\x12$\n" +
 	"\rneedsSSOLogin\x18\x01 \x01(\bR\rneedsSSOLogin\x12\x1a\n" +
@@ -2435,7 +2493,7 @@ const file_daemon_proto_rawDesc = "" +
 	"\x06wgPort\x18\t \x01(\x03R\x06wgPort\x12\x1b\n" +
 	"\bexitNode\x18\xe8\a \x01(\tR\bexitNode\x12#\n" +
 	"\fexitNodePeer\x18\xe9\a \x01(\tR\fexitNodePeer\x12\x19\n" +
-	"\adnsMode\x18\xea\a \x01(\tR\adnsMode\"\xde\x05\n" +
+	"\adnsMode\x18\xea\a \x01(\tR\adnsMode\"\xfe\x05\n" +
 	"\tPeerState\x12\x0e\n" +
 	"\x02IP\x18\x01 \x01(\tR\x02IP\x12\x16\n" +
 	"\x06pubKey\x18\x02 \x01(\tR\x06pubKey\x12\x1e\n" +
@@ -2456,7 +2514,10 @@ const file_daemon_proto_rawDesc = "" +
 	"\x10rosenpassEnabled\x18\x0f \x01(\bR\x10rosenpassEnabled\x12\x1a\n" +
 	"\bnetworks\x18\x10 \x03(\tR\bnetworks\x123\n" +
 	"\alatency\x18\x11 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\"\n" +
-	"\frelayAddress\x18\x12 \x01(\tR\frelayAddress\"\r\n" +
+	"\frelayAddress\x18\x12 \x01(\tR\frelayAddress\x12\x1e\n" +
+	"\n" +
+	"sshHostKey\x18\x13 \x01(\fR\n" +
+	"sshHostKey\"\r\n" +
 	"\vDownRequest\"\x0e\n" +
 	"\fDownResponse\"P\n" +
 	"\x10GetConfigRequest\x12 \n" +

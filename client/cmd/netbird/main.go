@@ -30,6 +30,11 @@ import (
 
 func main() {
 	if err := root().ExecuteContext(context.Background()); err != nil {
+		// `netbird ssh` exits with the remote command's code, as ssh does.
+		var ee exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)
 	}
@@ -67,7 +72,7 @@ func root() *cobra.Command {
 	pf.StringVar(&g.psk, "preshared-key", "", "WireGuard pre-shared key (not supported yet; must be empty)")
 	pf.StringVarP(&g.hostname, "hostname", "n", "", "peer name (default: the machine's hostname)")
 	pf.StringVarP(&g.config, "config", "c", "", "profile config file (default: $NB_STATE_DIR/config.json)")
-	cmd.AddCommand(upCmd(g), downCmd(g), statusCmd(g), versionCmd(), serviceCmd(g), loginCmd(g), logoutCmd(g, "logout"), logoutCmd(g, "deregister"), profileCmd(g), debugCmd(g), networksCmd(g))
+	cmd.AddCommand(upCmd(g), downCmd(g), statusCmd(g), versionCmd(), serviceCmd(g), loginCmd(g), logoutCmd(g, "logout"), logoutCmd(g, "deregister"), profileCmd(g), debugCmd(g), networksCmd(g), sshCmd(g), sshConfigCmd(g))
 	return cmd
 }
 
@@ -113,12 +118,13 @@ func plain(err error) error {
 }
 
 type upFlags struct {
-	foreground, noBrowser, disableDNS, disableFirewall, allowSSH, trustNewKey bool
-	exitNodeBlockLAN                                                          bool
-	disableClientRoutes, disableServerRoutes, blockLANAccess                  bool
-	iface, profile, exitNode                                                  string
-	port, mtu                                                                 int
-	dnsLabels                                                                 []string
+	foreground, noBrowser, disableDNS, disableFirewall, allowSSH, sshRoot, trustNewKey bool
+	sshLocalForward, sshRemoteForward                                                  bool
+	exitNodeBlockLAN                                                                   bool
+	disableClientRoutes, disableServerRoutes, blockLANAccess                           bool
+	iface, profile, exitNode                                                           string
+	port, mtu                                                                          int
+	dnsLabels                                                                          []string
 }
 
 func upCmd(g *globals) *cobra.Command {
@@ -132,7 +138,10 @@ func upCmd(g *globals) *cobra.Command {
 	fl.BoolVar(&f.noBrowser, "no-browser", false, "do not open a browser for SSO: print a URL and a code to use on another device")
 	fl.BoolVar(&f.disableDNS, "disable-dns", false, "do not manage the system resolver")
 	fl.BoolVar(&f.disableFirewall, "disable-firewall", false, "do not install the peer firewall (accepted)")
-	fl.BoolVar(&f.allowSSH, "allow-server-ssh", false, "allow SSH to this machine (accepted)")
+	fl.BoolVar(&f.allowSSH, "allow-server-ssh", false, "run the SSH server on the overlay address when management enables SSH for this peer (remembered in the profile)")
+	fl.BoolVar(&f.sshRoot, "enable-ssh-root", false, "let SSH clients log in as root (remembered in the profile)")
+	fl.BoolVar(&f.sshLocalForward, "enable-ssh-local-port-forwarding", false, "let SSH clients forward local ports through this peer, ssh -L (remembered in the profile)")
+	fl.BoolVar(&f.sshRemoteForward, "enable-ssh-remote-port-forwarding", false, "let SSH clients listen on this peer's loopback, ssh -R (remembered in the profile)")
 	fl.StringSliceVar(&f.dnsLabels, "extra-dns-labels", nil, "extra DNS labels (accepted)")
 	fl.StringVar(&f.profile, "profile", "", "profile to connect (selects it; see netbird profile list)")
 	fl.StringVar(&f.exitNode, "exit-node", "", "send internet traffic through this exit node (its ID in netbird networks ls); other exit nodes are deselected")
@@ -205,6 +214,18 @@ func upDaemon(ctx context.Context, g *globals, f upFlags, setupKey string, chang
 	if changed("block-lan-access") {
 		req.BlockLanAccess = &f.blockLANAccess
 	}
+	if changed("allow-server-ssh") {
+		req.ServerSSHAllowed = &f.allowSSH
+	}
+	if changed("enable-ssh-root") {
+		req.EnableSSHRoot = &f.sshRoot
+	}
+	if changed("enable-ssh-local-port-forwarding") {
+		req.EnableSSHLocalPortForwarding = &f.sshLocalForward
+	}
+	if changed("enable-ssh-remote-port-forwarding") {
+		req.EnableSSHRemotePortForwarding = &f.sshRemoteForward
+	}
 	if err := loginDaemon(ctx, c, req, f.noBrowser); err != nil {
 		return err
 	}
@@ -274,6 +295,18 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 	if changed("block-lan-access") {
 		cfg.BlockLANAccess = f.blockLANAccess
 	}
+	if changed("allow-server-ssh") {
+		cfg.ServerSSHAllowed = f.allowSSH
+	}
+	if changed("enable-ssh-root") {
+		cfg.EnableSSHRoot = f.sshRoot
+	}
+	if changed("enable-ssh-local-port-forwarding") {
+		cfg.EnableSSHLocalPortForwarding = f.sshLocalForward
+	}
+	if changed("enable-ssh-remote-port-forwarding") {
+		cfg.EnableSSHRemotePortForwarding = f.sshRemoteForward
+	}
 	t, err := mgmtclient.ParseURL(cfg.ManagementURL)
 	if err != nil {
 		return err
@@ -294,6 +327,8 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 		DisableDNS: cfg.DisableDNS, ResolvConf: daemon.ResolvConf(state.Dir()), StateDir: state.Dir(), Firewall: os.Getenv("NB_FIREWALL"),
 		RouteSelection: engine.RouteSelection(cfg.Routes), ExitNodeLAN: !cfg.ExitNodeBlockLAN,
 		DisableClientRoutes: cfg.DisableClientRoutes, DisableServerRoutes: cfg.DisableServerRoutes, BlockLANAccess: cfg.BlockLANAccess,
+		AllowServerSSH: cfg.ServerSSHAllowed, AllowSSHRoot: cfg.EnableSSHRoot,
+		AllowSSHLocalForwarding: cfg.EnableSSHLocalPortForwarding, AllowSSHRemoteForwarding: cfg.EnableSSHRemotePortForwarding,
 		ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true", KernelWG: os.Getenv("NB_WG_KERNEL") == "true",
 		OnFatal: func(err error) { fatal <- err },
 		Bundle: &debugbundle.Source{Version: "netbird " + version.String(), Level: level, LogFile: logFileOf(g), Stacks: true,

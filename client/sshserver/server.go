@@ -1,0 +1,377 @@
+package sshserver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Limits that keep a single peer, or anything able to reach the overlay
+// address, from exhausting the agent. Unauthenticated connections are
+// the cheapest to open, so they are capped globally and per source.
+const (
+	maxPreAuth          = 32
+	maxPreAuthPerSource = 4
+	maxConnsPerPeer     = 10
+	maxSessionsPerConn  = 10
+	maxForwardsPerConn  = 10 // -R listeners
+	maxStreamsPerConn   = 64 // open -L and -R streams together
+	handshakeTimeout    = 20 * time.Second
+)
+
+// Options configure a Server.
+type Options struct {
+	HostKey ssh.Signer
+	Log     *slog.Logger
+	// Overlay is the mesh's address range: connections from any other
+	// source are closed before the handshake. The firewall filters only
+	// the WireGuard interface, and a LAN neighbour can reach the overlay
+	// address with its own source address (weak host model). An invalid
+	// prefix lets no one in.
+	Overlay netip.Prefix
+	// AllowRoot lets clients log in as root (netbird up
+	// --enable-ssh-root); off by default, as NetBird's.
+	AllowRoot bool
+	// AllowLocalForwarding and AllowRemoteForwarding allow ssh -L and
+	// ssh -R (--enable-ssh-local-port-forwarding and
+	// --enable-ssh-remote-port-forwarding); off by default, as NetBird's.
+	// Forwarded streams are dialled and listened for by the agent itself,
+	// not as the logged-in user.
+	AllowLocalForwarding  bool
+	AllowRemoteForwarding bool
+	// DeniedUsers are local users no one may log in as.
+	DeniedUsers []string
+	// Passwd and Shadow are where login shells and account states are
+	// read ("": /etc/passwd and /etc/shadow).
+	Passwd, Shadow string
+	// Now is the clock account expiry is judged by (nil: time.Now).
+	Now func() time.Time
+	// SFTPServers are the paths tried for OpenSSH's sftp-server, which
+	// serves the sftp subsystem as the session's user (nil: the usual
+	// places of Debian, Fedora and Arch).
+	SFTPServers []string
+}
+
+// Server serves SSH sessions to the mesh's peers. Every goroutine it
+// starts ends by Close.
+type Server struct {
+	o      Options
+	log    *slog.Logger
+	refuse *logLimiter // refusals a stranger can trigger at will
+	access atomic.Pointer[Access]
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	lns    []net.Listener
+	raw    map[net.Conn]struct{} // connections still in the handshake
+	perSrc map[netip.Addr]int    // of raw, by source
+	conns  map[*conn]struct{}
+	closed bool
+}
+
+// New creates a server that serves nothing until Serve.
+func New(o Options) *Server {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Passwd == "" {
+		o.Passwd = "/etc/passwd"
+	}
+	if o.Shadow == "" {
+		o.Shadow = "/etc/shadow"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{o: o, log: o.Log, refuse: newLogLimiter(o.Log, o.Now), ctx: ctx, cancel: cancel,
+		raw: map[net.Conn]struct{}{}, perSrc: map[netip.Addr]int{}, conns: map[*conn]struct{}{}}
+}
+
+// SetAccess replaces what the network map allows and decides again for
+// every open connection: those whose peer the new map no longer lets in
+// are closed with their sessions and forwards.
+func (s *Server) SetAccess(a *Access) {
+	s.access.Store(a)
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		if err := c.stillAllowed(); err != nil {
+			s.log.Info("ssh connection closed: access revoked", "peer", c.peer, "ip", c.ip, "user", c.acc.Name, "reason", err)
+			_ = c.sc.Close()
+		}
+	}
+}
+
+// Listen listens on addr:port (the overlay address) and serves it.
+func (s *Server) Listen(addr netip.Addr, port uint16) error {
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(addr, port).String())
+	if err != nil {
+		return fmt.Errorf("SSH server: %w", err)
+	}
+	s.Serve(ln)
+	return nil
+}
+
+// Serve accepts connections on ln until Close.
+func (s *Server) Serve(ln net.Listener) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return
+	}
+	s.lns = append(s.lns, ln)
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if !s.admit(c) {
+				_ = c.Close()
+				continue
+			}
+			s.wg.Add(1)
+			go func() { defer s.wg.Done(); s.handle(c) }()
+		}
+	}()
+}
+
+// admit decides, before any SSH byte is read, whether c may start a
+// handshake: it comes from the overlay and the pre-authentication limits
+// leave room. An admitted connection is tracked until release.
+func (s *Server) admit(c net.Conn) bool {
+	from := addrOf(c.RemoteAddr())
+	if !s.o.Overlay.IsValid() || !s.o.Overlay.Contains(from) {
+		s.refuse.warn("ssh connection dropped: source outside the mesh", "from", from, "overlay", s.o.Overlay)
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return false
+	case len(s.raw) >= maxPreAuth:
+		s.refuse.warn("ssh connection dropped: too many unauthenticated connections", "from", from, "limit", maxPreAuth)
+		return false
+	case s.perSrc[from] >= maxPreAuthPerSource:
+		s.refuse.warn("ssh connection dropped: too many unauthenticated connections from this source", "from", from, "limit", maxPreAuthPerSource)
+		return false
+	}
+	s.raw[c] = struct{}{}
+	s.perSrc[from]++
+	return true
+}
+
+// release stops tracking a connection admit let in.
+func (s *Server) release(c net.Conn) {
+	from := addrOf(c.RemoteAddr())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.raw[c]; !ok {
+		return
+	}
+	delete(s.raw, c)
+	if s.perSrc[from]--; s.perSrc[from] <= 0 {
+		delete(s.perSrc, from)
+	}
+}
+
+// Close stops listening, ends every connection (those still in the
+// handshake too) with its sessions and forwards, and waits for them. It
+// must not be called with a lock the server's callers take elsewhere
+// held: it waits for sessions to end.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	lns, raw, conns := s.lns, s.raw, s.conns
+	s.lns, s.raw, s.conns = nil, map[net.Conn]struct{}{}, map[*conn]struct{}{}
+	s.perSrc = map[netip.Addr]int{}
+	s.mu.Unlock()
+	s.cancel()
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	for c := range raw {
+		_ = c.Close()
+	}
+	for c := range conns {
+		_ = c.sc.Close()
+	}
+	s.wg.Wait()
+}
+
+// permission extension keys carrying the authorized peer; the resolved
+// local account travels in ExtraData.
+const (
+	extPeer    = "wiremesh-peer"
+	extIP      = "wiremesh-peer-ip"
+	extKey     = "wiremesh-peer-key"
+	extAccount = "wiremesh-account"
+)
+
+func (s *Server) config() *ssh.ServerConfig {
+	cfg := &ssh.ServerConfig{
+		// The peer and the local user are both decided here, once: no
+		// channel of any type runs for a connection that did not pass.
+		PublicKeyCallback: func(md ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
+			from := addrOf(md.RemoteAddr())
+			p, err := s.access.Load().Authorize(k, from)
+			if err != nil {
+				s.refuse.warn("ssh login refused", "from", from, "user", md.User(), "reason", err)
+				return nil, err
+			}
+			acc, err := lookupUser(md.User(), s.o)
+			if err != nil {
+				s.refuse.warn("ssh login refused", "peer", p.Name, "from", from, "user", md.User(), "reason", err)
+				// The peer is authorized: it is told why, in a banner.
+				return nil, &ssh.BannerError{Err: err, Message: err.Error() + "\n"}
+			}
+			return &ssh.Permissions{
+				Extensions: map[string]string{extPeer: p.Name, extIP: p.IP.String(), extKey: string(k.Marshal())},
+				ExtraData:  map[any]any{extAccount: acc},
+			}, nil
+		},
+		ServerVersion: "SSH-2.0-wiremesh",
+	}
+	cfg.AddHostKey(s.o.HostKey)
+	return cfg
+}
+
+func addrOf(a net.Addr) netip.Addr {
+	if t, ok := a.(*net.TCPAddr); ok {
+		ip, _ := netip.AddrFromSlice(t.IP)
+		return ip.Unmap()
+	}
+	ap, _ := netip.ParseAddrPort(a.String())
+	return ap.Addr().Unmap()
+}
+
+func (s *Server) handle(c net.Conn) {
+	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	sc, chans, reqs, err := ssh.NewServerConn(c, s.config())
+	s.release(c)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	acc, _ := sc.Permissions.ExtraData[extAccount].(account)
+	key, kerr := ssh.ParsePublicKey([]byte(sc.Permissions.Extensions[extKey]))
+	ip, ierr := netip.ParseAddr(sc.Permissions.Extensions[extIP])
+	if acc.Name == "" || kerr != nil || ierr != nil {
+		_ = sc.Close() // not reached: the callback always sets them
+		return
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	cs := &conn{s: s, sc: sc, ctx: ctx, acc: acc, key: key, ipAddr: ip, peer: sc.Permissions.Extensions[extPeer], ip: ip.String()}
+	if !s.register(cs) {
+		_ = sc.Close()
+		return
+	}
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, cs)
+		s.mu.Unlock()
+		_ = sc.Close()
+	}()
+	// Access may have been revoked between the callback and register,
+	// which SetAccess would have missed.
+	if err := cs.stillAllowed(); err != nil {
+		return
+	}
+	s.log.Info("ssh connection", "peer", cs.peer, "ip", cs.ip, "user", acc.Name)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); cs.globalRequests(reqs) }()
+	go func() {
+		// The connection's end, whoever ends it, ends every channel and
+		// forwarded socket of it.
+		defer wg.Done()
+		_ = sc.Wait()
+		cancel()
+	}()
+	cs.channels(chans)
+	_ = sc.Close()
+	wg.Wait()
+	// After globalRequests returned: no forward can be added any more.
+	cs.closeForwards()
+	cs.wg.Wait()
+}
+
+// register adds c to the open connections unless the server is closing
+// or its peer already holds maxConnsPerPeer.
+func (s *Server) register(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	n := 0
+	for o := range s.conns {
+		if o.ipAddr == c.ipAddr {
+			n++
+		}
+	}
+	if n >= maxConnsPerPeer {
+		s.refuse.warn("ssh connection refused: too many connections from this peer", "peer", c.peer, "ip", c.ip, "limit", maxConnsPerPeer)
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+// logLimiter lets through a burst of warnings per minute and counts the
+// rest, so a stranger knocking at the port cannot flood the log.
+type logLimiter struct {
+	log *slog.Logger
+	now func() time.Time
+
+	mu         sync.Mutex
+	window     time.Time
+	n, dropped int
+}
+
+const logBurst = 10
+
+func newLogLimiter(log *slog.Logger, now func() time.Time) *logLimiter {
+	return &logLimiter{log: log, now: now}
+}
+
+func (l *logLimiter) warn(msg string, args ...any) {
+	l.mu.Lock()
+	now := l.now()
+	if now.Sub(l.window) >= time.Minute {
+		if l.dropped > 0 {
+			args = append(args, "suppressed_before", l.dropped)
+		}
+		l.window, l.n, l.dropped = now, 0, 0
+	}
+	if l.n >= logBurst {
+		l.dropped++
+		l.mu.Unlock()
+		return
+	}
+	l.n++
+	l.mu.Unlock()
+	l.log.Warn(msg, args...)
+}
