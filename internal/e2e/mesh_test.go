@@ -173,6 +173,7 @@ func TestHardNAT(t *testing.T) {
 					}
 					time.Sleep(200 * time.Millisecond)
 				}
+				switched := time.Now()
 				took := time.Since(start).Round(100 * time.Millisecond)
 				t.Logf("P2P after %v", took)
 				mu.Lock()
@@ -186,6 +187,17 @@ func TestHardNAT(t *testing.T) {
 				}
 				if err := m.TCPTransfer(b, a, ipA, 1<<20); err != nil {
 					t.Fatalf("TCP b -> a (%s): %v", m.ConnType(a, ipB), err)
+				}
+				// The punched path's liveness is judged from WireGuard's
+				// authenticated receive (40 s without it: back to the
+				// relay): idle but for WireGuard's keepalives, the pair
+				// stays direct past that.
+				time.Sleep(time.Until(switched.Add(70 * time.Second)))
+				if ca, cb := m.ConnType(a, ipB), m.ConnType(b, ipA); ca != "P2P" || cb != "P2P" {
+					t.Fatalf("%s / %s 70 s after the switch: the idle punched path was dropped", ca, cb)
+				}
+				if _, ok := m.WaitPing(a, ipB, 5*time.Second); !ok {
+					t.Fatalf("no ping over the punched path 70 s after the switch")
 				}
 			})
 		}
