@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 )
@@ -34,15 +33,15 @@ func (peerCredentials) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthIn
 	if err != nil {
 		return nil, nil, fmt.Errorf("daemon socket: %w", err)
 	}
-	var cred *unix.Ucred
+	var uid uint32
 	var gerr error
-	if err := raw.Control(func(fd uintptr) { cred, gerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+	if err := raw.Control(func(fd uintptr) { uid, gerr = socketUID(fd) }); err != nil {
 		return nil, nil, fmt.Errorf("daemon socket: %w", err)
 	}
 	if gerr != nil {
 		return nil, nil, fmt.Errorf("daemon socket peer credentials: %w", gerr)
 	}
-	return c, peerCred{CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}, UID: cred.Uid}, nil
+	return c, peerCred{CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}, UID: uid}, nil
 }
 
 func (peerCredentials) ClientHandshake(_ context.Context, _ string, c net.Conn) (net.Conn, credentials.AuthInfo, error) {

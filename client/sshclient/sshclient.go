@@ -157,18 +157,6 @@ func exitCode(err error) (int, error) {
 	return -1, err
 }
 
-func signalNumber(name string) int {
-	for _, s := range []struct {
-		n string
-		v syscall.Signal
-	}{{"HUP", syscall.SIGHUP}, {"INT", syscall.SIGINT}, {"QUIT", syscall.SIGQUIT}, {"KILL", syscall.SIGKILL}, {"TERM", syscall.SIGTERM}, {"PIPE", syscall.SIGPIPE}, {"SEGV", syscall.SIGSEGV}, {"ABRT", syscall.SIGABRT}, {"USR1", syscall.SIGUSR1}, {"USR2", syscall.SIGUSR2}} {
-		if s.n == name {
-			return int(s.v)
-		}
-	}
-	return 0
-}
-
 // Forward is one -L forward: connections to Listen are carried to
 // Target, dialed by the server.
 type Forward struct{ Listen, Target string }

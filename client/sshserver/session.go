@@ -1,3 +1,5 @@
+//go:build unix
+
 package sshserver
 
 import (
@@ -372,4 +374,13 @@ func (s *session) kill(sig syscall.Signal) bool {
 	}
 	_ = syscall.Kill(-s.cmd.Process.Pid, sig)
 	return true
+}
+
+// credential is what a command started for a runs with: nil when the
+// agent already is that user.
+func (a account) credential() *syscall.Credential {
+	if uint32(os.Getuid()) == a.UID {
+		return nil
+	}
+	return &syscall.Credential{Uid: a.UID, Gid: a.GID, Groups: a.Groups}
 }

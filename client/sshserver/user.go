@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -137,15 +136,6 @@ func shellOf(passwd, name string) string {
 		}
 	}
 	return ""
-}
-
-// credential is what a command started for a runs with: nil when the
-// agent already is that user.
-func (a account) credential() *syscall.Credential {
-	if uint32(os.Getuid()) == a.UID {
-		return nil
-	}
-	return &syscall.Credential{Uid: a.UID, Gid: a.GID, Groups: a.Groups}
 }
 
 // env is the base environment of a's sessions.

@@ -19,7 +19,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/sys/unix"
 
 	"github.com/wiremesh/wiremesh/client/sshclient"
 	"github.com/wiremesh/wiremesh/client/sshserver"
@@ -235,32 +234,6 @@ func ownSSHKey(path string) (ssh.Signer, error) {
 		return nil, fmt.Errorf("this profile (%s) has no key yet: run `netbird up` first", path)
 	}
 	return sshserver.HostKey(cfg.Key())
-}
-
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
-// rawMode puts the terminal f in raw mode (as cfmakeraw) for an
-// interactive session and returns how to restore it.
-func rawMode(f *os.File) (func(), error) {
-	fd := int(f.Fd())
-	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
-	if err != nil {
-		return nil, fmt.Errorf("terminal: %w", err)
-	}
-	raw := *old
-	raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
-	raw.Oflag &^= unix.OPOST
-	raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
-	raw.Cflag &^= unix.CSIZE | unix.PARENB
-	raw.Cflag |= unix.CS8
-	raw.Cc[unix.VMIN], raw.Cc[unix.VTIME] = 1, 0
-	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &raw); err != nil {
-		return nil, fmt.Errorf("terminal: %w", err)
-	}
-	return func() { _ = unix.IoctlSetTermios(fd, unix.TCSETS, old) }, nil
 }
 
 // sshHelperCmds are what the Host blocks of `netbird ssh-config` run:
