@@ -437,7 +437,11 @@ func testUpgrade(t *testing.T, e storetest.Engine) {
 			return fmt.Errorf("setup key after upgrade: %w", err)
 		}
 		// Migration 0004 gave the old account the default settings.
-		if a, err := in.Account(ctx); err != nil || !reflect.DeepEqual(a.Settings, account.DefaultSettings()) {
+		// An account made before routing-peer DNS existed keeps it off
+		// (the column's default); new accounts get it on, as NetBird's.
+		want := account.DefaultSettings()
+		want.RoutingPeerDNSResolutionEnabled = false
+		if a, err := in.Account(ctx); err != nil || !reflect.DeepEqual(a.Settings, want) {
 			return fmt.Errorf("account after upgrade: %+v %v", a, err)
 		}
 		// Migration 0003 gave the old account its All group and Default policy.
