@@ -35,9 +35,6 @@ type Signaler interface {
 type WireGuard interface {
 	SetPeer(p wg.Peer) error
 	Bind() *wg.Bind
-	// PeerStats gives WireGuard's authenticated receive counters, by
-	// which a punched path's liveness is judged.
-	PeerStats() (map[key.Public]wg.Stats, error)
 }
 
 // Config is everything a connection needs.

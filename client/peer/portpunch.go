@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wiremesh/wiremesh/internal/key"
@@ -48,21 +49,13 @@ import (
 // die at its own NAT. It tells the opener only after the open probe left,
 // and the opener waits PunchQuiet (the stale entry's lifetime) from then
 // before its hello: the hello keeps its port, matches the keeper's
-// mapping, and the keeper acks. The opener confirms the ack and hands the
-// socket to WireGuard as the peer's direct path; the keeper does so only
-// once the confirm (or the opener's first WireGuard packet) arrived, so
-// that with every ack lost neither side moves. The relay stays open as
-// the fallback. Only packets from the announced address count: a replayed
-// hello from elsewhere moves nothing.
+// mapping, and the keeper acks. Both hand the socket to WireGuard as the
+// peer's direct path; the relay stays open as the fallback.
 //
 // The message travels as a CANDIDATE whose payload starts with
 // portPunchPrefix, sent only to agents that announced WiremeshTurnPunch.
 
 const portPunchPrefix = "wiremesh-punch "
-
-// probeConfirm is the opener's answer to the ack (probe kinds 1-3 are
-// punch.go's, shared by both punches).
-const probeConfirm = 4
 
 // portPunchAddr is a side's fresh socket as announced through signal.
 type portPunchAddr struct {
@@ -78,11 +71,8 @@ func (a portPunchAddr) payload() string {
 }
 
 // parsePortPunch reads a CANDIDATE payload; ok is false when it is not a
-// port-punch announcement, err set when it is one but malformed or its
-// address is one ICE would not use either (usableIP: loopback, link-local,
-// unspecified, the overlay exclude), or multicast or broadcast. Private
-// ranges stay allowed: a NAT's WAN side may be one (carrier NAT, the lab).
-func parsePortPunch(payload string, exclude netip.Prefix) (a portPunchAddr, ok bool, err error) {
+// port-punch announcement, err set when it is one but malformed.
+func parsePortPunch(payload string) (a portPunchAddr, ok bool, err error) {
 	rest, ok := strings.CutPrefix(payload, portPunchPrefix)
 	if !ok {
 		return a, false, nil
@@ -95,11 +85,10 @@ func parsePortPunch(payload string, exclude netip.Prefix) (a portPunchAddr, ok b
 	if a.addr, err = netip.ParseAddrPort(addr); err != nil {
 		return a, true, fmt.Errorf("port punch address: %w", err)
 	}
-	ip := a.addr.Addr().Unmap()
-	if !usableIP(ip, exclude) || ip.IsMulticast() || ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}) || a.addr.Port() == 0 {
-		return a, true, fmt.Errorf("port punch address %s: want a unicast IPv4 address outside loopback, link-local and the overlay %s, and a port", a.addr, exclude)
+	if !a.addr.Addr().Unmap().Is4() || a.addr.Port() == 0 || a.addr.Addr().IsUnspecified() {
+		return a, true, fmt.Errorf("port punch address %s: want a routable IPv4 address and a port", a.addr)
 	}
-	a.addr = netip.AddrPortFrom(ip, a.addr.Port())
+	a.addr = netip.AddrPortFrom(a.addr.Addr().Unmap(), a.addr.Port())
 	for i, dst := range [][]byte{a.token[:], a.echo[:]} {
 		b, err := hex.DecodeString(f[1+i])
 		if err != nil || len(b) != len(dst) {
@@ -134,7 +123,6 @@ type portPunchConfig struct {
 	quiet      time.Duration // the stale entry's lifetime, plus a margin
 	refresh    time.Duration // TTL-1 probes keeping the keeper's mapping
 	give       time.Duration // how long the keeper waits for the hello after quiet
-	confirm    time.Duration // how long the keeper waits for the confirm after the hello
 	log        *slog.Logger
 }
 
@@ -143,7 +131,7 @@ type portPunchConfig struct {
 type portPunch struct {
 	cfg    portPunchConfig
 	env    portPunchEnv
-	remote chan portPunchAddr // the remote's newest announcement, buffered
+	remote chan portPunchAddr // the remote's announcement, buffered
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -157,15 +145,10 @@ type directPath struct {
 	conn   *boundConn
 	remote netip.AddrPort
 	after  time.Duration
-	live   pathLiveness // loop-owned once installed
 }
 
-// errPunchTimeout: no hello or confirm (keeper) or ack (opener) in time.
+// errPunchTimeout: no hello (keeper) or ack (opener) in time.
 var errPunchTimeout = errors.New("port punch: no answer from the remote in time")
-
-// errPunchUnconfirmed: the keeper acked a hello but heard neither the
-// opener's confirm nor its WireGuard after: the opener did not switch.
-var errPunchUnconfirmed = fmt.Errorf("port punch: the opener never confirmed the ack: %w", errPunchTimeout)
 
 // startPortPunch starts an attempt; report, if set, is called from the
 // attempt's goroutine when it ends by itself, and must give up when ctx
@@ -245,141 +228,60 @@ func (p *portPunch) run(ctx context.Context) (*directPath, error) {
 		}
 		p.cfg.log.Debug("port punch: ignoring the answer to an earlier attempt", "addr", remote.addr)
 	}
-	var first []byte
+	me.echo = remote.token
+	k := portPunchKey(me.token, remote.token)
+	var from netip.AddrPort
 	if p.cfg.keeper {
-		remote, first, err = p.keep(ctx, pc, me, remote)
+		from, err = p.keep(ctx, pc, k, me, remote)
 	} else {
-		err = p.open(ctx, pc, portPunchKey(me.token, remote.token), remote)
+		from, err = p.open(ctx, pc, k, remote)
 	}
 	if err != nil {
 		return nil, err
 	}
 	ok = true
-	return &directPath{conn: newBoundConn(pc, remote.addr, first), remote: remote.addr, after: time.Since(started)}, nil
+	return &directPath{conn: newBoundConn(pc, from), remote: from, after: time.Since(started)}, nil
 }
 
-// errNewerAnnouncement: the opener started a new attempt; the keeper
-// follows it.
-type errNewerAnnouncement struct{ a portPunchAddr }
-
-func (errNewerAnnouncement) Error() string { return "port punch: a newer announcement" }
-
-// keep runs the keeper's side for the remote's newest announcement: a
-// newer one (the opener timed out and started again, or ours crossed a
-// late one of an earlier attempt) replaces the one in progress until the
-// keeper acked a hello. It returns the announcement it punched with and
-// the opener's first WireGuard packet if that is what confirmed.
-func (p *portPunch) keep(ctx context.Context, pc punchConn, me, remote portPunchAddr) (portPunchAddr, []byte, error) {
-	for {
-		first, err := p.keepOne(ctx, pc, me, remote)
-		var newer errNewerAnnouncement
-		if !errors.As(err, &newer) {
-			return remote, first, err
-		}
-		p.cfg.log.Debug("port punch: following the opener's newer announcement", "addr", newer.a.addr)
-		remote = newer.a
-	}
-}
-
-// keepOne is the keeper's side: open, announce, refresh, answer the
-// hello, await the confirm.
-func (p *portPunch) keepOne(ctx context.Context, pc punchConn, me, remote portPunchAddr) ([]byte, error) {
-	me.echo = remote.token
-	k := portPunchKey(me.token, remote.token)
+// keep is the keeper's side: open, announce, refresh, answer the hello.
+func (p *portPunch) keep(ctx context.Context, pc punchConn, k []byte, me, remote portPunchAddr) (netip.AddrPort, error) {
 	if err := pc.WriteTTL(p.probe(k, probeOpen), remote.addr, 0); err != nil {
-		return nil, fmt.Errorf("port punch open: %w", err)
+		return netip.AddrPort{}, fmt.Errorf("port punch open: %w", err)
 	}
 	// Announced after the open probe left: the opener counts its wait
 	// from the announcement.
 	if err := p.env.announce(ctx, me); err != nil {
-		return nil, fmt.Errorf("port punch: announce: %w", err)
+		return netip.AddrPort{}, fmt.Errorf("port punch: announce: %w", err)
 	}
 	deadline := time.Now().Add(p.cfg.quiet + p.cfg.give)
-	nextRefresh := time.Now().Add(p.cfg.refresh)
-	var confirmBy time.Time // set by the first hello
-	for {
-		now := time.Now()
-		if !confirmBy.IsZero() && !now.Before(confirmBy) {
-			return nil, errPunchUnconfirmed
-		}
-		if confirmBy.IsZero() && !now.Before(deadline) {
-			return nil, errPunchTimeout
-		}
-		if confirmBy.IsZero() {
-			select {
-			case a := <-p.remote:
-				if a.token != remote.token {
-					return nil, errNewerAnnouncement{a}
-				}
-			default:
-			}
-		}
-		until := nextRefresh
-		if !confirmBy.IsZero() {
-			until = confirmBy
-		}
-		pkt, err := p.read(ctx, pc, k, remote.addr, until)
+	for time.Now().Before(deadline) {
+		from, kind, err := p.read(ctx, pc, k, time.Now().Add(p.cfg.refresh))
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return netip.AddrPort{}, ctx.Err()
 		}
-		switch {
-		case err != nil: // the read deadline
-		case pkt.kind == probeHello:
-			// Acked each time: the opener hellos until an ack gets through.
+		if err == nil && kind == probeHello {
 			for i := 0; i < 3; i++ {
-				if err := pc.WriteTTL(p.probe(k, probeAck), remote.addr, 0); err != nil {
-					return nil, fmt.Errorf("port punch ack: %w", err)
+				if err := pc.WriteTTL(p.probe(k, probeAck), from, 0); err != nil {
+					return netip.AddrPort{}, fmt.Errorf("port punch ack: %w", err)
 				}
 			}
-			if confirmBy.IsZero() {
-				confirmBy = time.Now().Add(p.cfg.confirm)
-			}
-			continue
-		case pkt.kind == probeConfirm && !confirmBy.IsZero():
-			return nil, nil
-		case pkt.kind == 0 && !confirmBy.IsZero() && looksWireGuard(pkt.b):
-			// The confirms were lost but the opener's WireGuard already
-			// uses the path: WireGuard gets this packet first.
-			return pkt.b, nil
+			return from, nil
 		}
-		if confirmBy.IsZero() && !time.Now().Before(nextRefresh) {
-			if err := pc.WriteTTL(p.probe(k, probeOpen), remote.addr, 1); err != nil && !errors.Is(err, errNoTTLHere) {
-				return nil, fmt.Errorf("port punch refresh: %w", err)
-			}
-			nextRefresh = time.Now().Add(p.cfg.refresh)
+		if err := pc.WriteTTL(p.probe(k, probeOpen), remote.addr, 1); err != nil && !errors.Is(err, errNoTTLHere) {
+			return netip.AddrPort{}, fmt.Errorf("port punch refresh: %w", err)
 		}
 	}
-}
-
-// looksWireGuard: b has the shape of a WireGuard message (type, three
-// zero bytes, the type's size). Not authentic: the keeper takes it only
-// from the announced address after an authentic hello, and the path's
-// liveness is judged by WireGuard's authenticated receive afterwards.
-func looksWireGuard(b []byte) bool {
-	if len(b) < 32 || b[1] != 0 || b[2] != 0 || b[3] != 0 {
-		return false
-	}
-	switch b[0] {
-	case 1:
-		return len(b) == 148
-	case 2:
-		return len(b) == 92
-	case 3:
-		return len(b) == 64
-	case 4:
-		return true
-	}
-	return false
+	return netip.AddrPort{}, errPunchTimeout
 }
 
 // open is the opener's side: wait out the stale entry, hello, await the ack.
-func (p *portPunch) open(ctx context.Context, pc punchConn, k []byte, remote portPunchAddr) error {
+func (p *portPunch) open(ctx context.Context, pc punchConn, k []byte, remote portPunchAddr) (netip.AddrPort, error) {
 	t := time.NewTimer(p.cfg.quiet)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-ctx.Done():
-		return ctx.Err()
+		return netip.AddrPort{}, ctx.Err()
 	}
 	// A few hellos in a row: if the first passes the NATs, the next do
 	// too; if it does not, its random mapping is the same for all.
@@ -387,57 +289,42 @@ func (p *portPunch) open(ctx context.Context, pc punchConn, k []byte, remote por
 	for i := 0; time.Now().Before(deadline); i++ {
 		if i < 3 {
 			if err := pc.WriteTTL(p.probe(k, probeHello), remote.addr, 0); err != nil {
-				return fmt.Errorf("port punch hello: %w", err)
+				return netip.AddrPort{}, fmt.Errorf("port punch hello: %w", err)
 			}
 		}
-		pkt, err := p.read(ctx, pc, k, remote.addr, time.Now().Add(200*time.Millisecond))
+		from, kind, err := p.read(ctx, pc, k, time.Now().Add(200*time.Millisecond))
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return netip.AddrPort{}, ctx.Err()
 		}
-		if err == nil && pkt.kind == probeAck {
-			// The keeper switches on the confirm; a few, as for the
-			// hello. Should all be lost, our WireGuard's first packet
-			// on the path confirms instead.
-			for i := 0; i < 3; i++ {
-				if err := pc.WriteTTL(p.probe(k, probeConfirm), remote.addr, 0); err != nil {
-					return fmt.Errorf("port punch confirm: %w", err)
-				}
-			}
-			return nil
+		if err == nil && kind == probeAck && from == remote.addr {
+			return from, nil
 		}
 	}
-	return errPunchTimeout
+	return netip.AddrPort{}, errPunchTimeout
 }
 
-// punchPacket is what read returns: an authentic probe (kind set) or
-// another packet from the remote's address (kind 0, b set).
-type punchPacket struct {
-	kind byte
-	b    []byte
-}
-
-// read returns the next packet from the remote's announced address, or
-// an error at the deadline. Nothing from elsewhere counts: a hello
-// replayed from another address must not move the path there.
-func (p *portPunch) read(ctx context.Context, pc punchConn, k []byte, remote netip.AddrPort, deadline time.Time) (punchPacket, error) {
+// read returns the next authentic probe from the remote, or an error at
+// the deadline.
+func (p *portPunch) read(ctx context.Context, pc punchConn, k []byte, deadline time.Time) (netip.AddrPort, byte, error) {
 	_ = pc.SetReadDeadline(deadline)
 	if err := ctx.Err(); err != nil {
-		return punchPacket{}, err // the deadline just set may have undone the cancel's
+		return netip.AddrPort{}, 0, err // the deadline just set may have undone the cancel's
 	}
-	buf := make([]byte, 2048)
+	buf := make([]byte, 256)
 	for {
 		n, addr, err := pc.ReadFrom(buf)
 		if err != nil {
-			return punchPacket{}, err
+			return netip.AddrPort{}, 0, err
 		}
 		ua, ok := addr.(*net.UDPAddr)
-		if !ok || ua.AddrPort() != remote {
+		if !ok {
 			continue
 		}
-		if kind, ok := p.check(k, buf[:n]); ok {
-			return punchPacket{kind: kind}, nil
+		kind, ok := p.check(k, buf[:n])
+		if !ok {
+			continue
 		}
-		return punchPacket{b: append([]byte(nil), buf[:n]...)}, nil
+		return ua.AddrPort(), kind, nil
 	}
 }
 
@@ -472,34 +359,35 @@ func portPunchKey(a, b [16]byte) []byte {
 // boundConn is the punched socket as WireGuard's net.Conn to the remote:
 // it reads only what comes from the remote (late probes included, which
 // the bind passes to WireGuard as garbage it drops) and writes to it.
-// Whether the path lives is not judged here (anyone can send from the
-// remote's address) but from WireGuard's authenticated receive
-// (pathLiveness).
 type boundConn struct {
 	pc     punchConn
 	remote netip.AddrPort
 	once   sync.Once
-	first  []byte // read before the socket: the packet that confirmed the path
+	// heard is when the last packet from the remote arrived (unix nanos):
+	// WireGuard's keepalives make silence mean a dead path.
+	heard atomic.Int64
 }
 
-func newBoundConn(pc punchConn, remote netip.AddrPort, first []byte) *boundConn {
+func newBoundConn(pc punchConn, remote netip.AddrPort) *boundConn {
 	_ = pc.SetReadDeadline(time.Time{})
-	return &boundConn{pc: pc, remote: remote, first: first}
+	c := &boundConn{pc: pc, remote: remote}
+	c.heard.Store(time.Now().UnixNano())
+	return c
 }
 
-// Read is called by one goroutine at a time (the bind's reader).
+// silentFor is how long nothing came from the remote.
+func (c *boundConn) silentFor(now time.Time) time.Duration {
+	return now.Sub(time.Unix(0, c.heard.Load()))
+}
+
 func (c *boundConn) Read(b []byte) (int, error) {
-	if c.first != nil {
-		n := copy(b, c.first)
-		c.first = nil
-		return n, nil
-	}
 	for {
 		n, addr, err := c.pc.ReadFrom(b)
 		if err != nil {
 			return n, err
 		}
 		if ua, ok := addr.(*net.UDPAddr); ok && ua.AddrPort() == c.remote {
+			c.heard.Store(time.Now().UnixNano())
 			return n, nil
 		}
 	}
@@ -520,40 +408,3 @@ func (c *boundConn) RemoteAddr() net.Addr               { return net.UDPAddrFrom
 func (c *boundConn) SetDeadline(t time.Time) error      { return c.pc.SetDeadline(t) }
 func (c *boundConn) SetReadDeadline(t time.Time) error  { return c.pc.SetReadDeadline(t) }
 func (c *boundConn) SetWriteDeadline(t time.Time) error { return c.pc.SetWriteDeadline(t) }
-
-// pathLiveness judges a punched path by what WireGuard authenticated: the
-// peer's receive counter (bytes of authentic packets, whatever path they
-// came by) grew by more than the relay delivered, and the punched path
-// delivered something. Garbage or replays sent from the remote's address
-// keep nothing alive; WireGuard's keepalives (25 s) make a live path show
-// growth within directSilence.
-type pathLiveness struct {
-	auth, relay, direct uint64 // the counters at the last observation
-	alive               time.Time
-}
-
-// counters are the three totals pathLiveness compares.
-type counters struct{ auth, relay, direct uint64 }
-
-func newPathLiveness(now time.Time, c counters) pathLiveness {
-	return pathLiveness{auth: c.auth, relay: c.relay, direct: c.direct, alive: now}
-}
-
-// growth is cur-prev; a counter that went back was recreated (a new relay
-// connection, the peer re-added) and counts from zero.
-func growth(prev, cur uint64) uint64 {
-	if cur < prev {
-		return cur
-	}
-	return cur - prev
-}
-
-// observe takes the counters now and returns how long the path has shown
-// no sign of authentic life.
-func (l *pathLiveness) observe(now time.Time, c counters) time.Duration {
-	if growth(l.auth, c.auth) > growth(l.relay, c.relay) && growth(l.direct, c.direct) > 0 {
-		l.alive = now
-	}
-	l.auth, l.relay, l.direct = c.auth, c.relay, c.direct
-	return now.Sub(l.alive)
-}

@@ -28,15 +28,11 @@ const (
 	// portPunchGive is how long the keeper waits for the hello after the
 	// quiet period.
 	portPunchGive = 10 * time.Second
-	// portPunchConfirm is how long the keeper waits, after acking the
-	// hello, for the opener's confirm: the opener hellos for 3 s.
-	portPunchConfirm = 4 * time.Second
 	// DefaultPortPunchQuiet: Linux keeps an unreplied UDP entry 30 s.
 	DefaultPortPunchQuiet = 32 * time.Second
-	// directSilence: nothing authentic from the remote on the punched path
-	// for this long (WireGuard keepalives come every 25 s at the latest)
-	// means the path died, e.g. a NAT rebooted: back to the relay, and
-	// punch again.
+	// directSilence: nothing from the remote on the punched path for this
+	// long (WireGuard keepalives come every 25 s at the latest) means the
+	// path died, e.g. a NAT rebooted: back to the relay, and punch again.
 	directSilence    = 40 * time.Second
 	directCheckEvery = 5 * time.Second
 )
@@ -52,34 +48,9 @@ type portPunchState struct {
 	remoteWiremesh bool // the remote's offer or answer had WiremeshTurnPunch
 	scheduled      bool
 	attempts       int
-	// nextAt: backing off until then after a failed attempt; the remote's
-	// announcements do not start one earlier (the remote does not set our
-	// rate), the newest is kept in pending for when our attempt starts.
-	nextAt    time.Time
-	pending   portPunchAddr
-	pendingAt time.Time
-	p         *portPunch
-	direct    *directPath
-	env       *portPunchEnv // nil: the real network
-}
-
-// admit reports whether the remote's announcement a may start an attempt
-// now; if not (backing off), it keeps a as pending.
-func (pp *portPunchState) admit(now time.Time, a portPunchAddr) bool {
-	if now.Before(pp.nextAt) {
-		pp.pending, pp.pendingAt = a, now
-		return false
-	}
-	return true
-}
-
-// takePending returns the announcement kept during the back-off if it is
-// younger than fresh (the opener still waits for our answer), and forgets
-// it.
-func (pp *portPunchState) takePending(now time.Time, fresh time.Duration) (portPunchAddr, bool) {
-	a, at := pp.pending, pp.pendingAt
-	pp.pending, pp.pendingAt = portPunchAddr{}, time.Time{}
-	return a, !at.IsZero() && now.Sub(at) < fresh
+	p              *portPunch
+	direct         *directPath
+	env            *portPunchEnv // nil: the real network
 }
 
 func (c *Conn) directName() string { return "dir-" + c.cfg.Remote.String() }
@@ -133,7 +104,7 @@ func (c *Conn) startPortPunch(ctx context.Context) {
 	}
 	c.pp.attempts++
 	cfg := portPunchConfig{keeper: c.controlling(), me: c.cfg.Local.Public(), remote: c.cfg.Remote,
-		quiet: c.portPunchQuiet(), refresh: 5 * time.Second, give: portPunchGive, confirm: portPunchConfirm, log: c.log}
+		quiet: c.portPunchQuiet(), refresh: 5 * time.Second, give: portPunchGive, log: c.log}
 	if cfg.quiet < 5*time.Second {
 		cfg.refresh = cfg.quiet / 2 // tests
 	}
@@ -145,37 +116,21 @@ func (c *Conn) startPortPunch(ctx context.Context) {
 		case <-c.done:
 		}
 	})
-	// The opener answers within 2*quiet+give of its announcement; one kept
-	// while we backed off is still answered if we are well inside that.
-	// (An opener has no use for a keeper's announcement of an attempt it
-	// no longer runs.)
-	if a, ok := c.pp.takePending(time.Now(), cfg.quiet+cfg.give); ok && cfg.keeper {
-		c.pp.p.remoteAddr(a)
-	}
 	c.log.Debug("relayed: punching a direct path on a fresh port", "keeper", cfg.keeper, "attempt", c.pp.attempts)
 }
 
 // onPortPunchAnnounce takes the remote's fresh address; an attempt starts
-// at once if none runs and we are not backing off, so that both sides
-// take part. While we back off the remote's attempt goes unanswered
-// unless ours starts soon enough (takePending): a remote cannot make us
-// try more often than our own back-off allows.
+// at once if none runs, so that both sides take part.
 func (c *Conn) onPortPunchAnnounce(ctx context.Context, payload string) {
-	a, _, err := parsePortPunch(payload, c.cfg.Overlay)
+	a, _, err := parsePortPunch(payload)
 	if err != nil {
 		c.log.Debug("bad port punch announcement", "err", err)
 		return
 	}
 	c.pp.remoteWiremesh = true
-	if c.pp.p != nil {
-		c.pp.p.remoteAddr(a)
-		return
+	if c.pp.p == nil {
+		c.startPortPunch(ctx)
 	}
-	if !c.pp.admit(time.Now(), a) {
-		c.log.Debug("port punch announcement while backing off; kept for our next attempt", "addr", a.addr, "next_attempt", time.Until(c.pp.nextAt).Round(time.Second))
-		return
-	}
-	c.startPortPunch(ctx)
 	if c.pp.p != nil {
 		c.pp.p.remoteAddr(a)
 	}
@@ -191,7 +146,6 @@ func (c *Conn) onPortPunchDone(ev portPunchDone, allowed []netip.Prefix) {
 	p.close() // returns at once: its goroutine has finished
 	if p.err != nil {
 		next := portPunchBackoff(c.pp.attempts)
-		c.pp.nextAt = time.Now().Add(next)
 		c.log.Info("no direct path punched on a fresh port; staying relayed", "err", p.err, "attempt", c.pp.attempts, "retry_in", next)
 		c.schedulePortPunchIn(next)
 		return
@@ -208,10 +162,8 @@ func (c *Conn) onPortPunchDone(ev portPunchDone, allowed []netip.Prefix) {
 		d.conn.Close()
 		return
 	}
-	d.live = newPathLiveness(time.Now(), c.directCounters())
 	c.pp.direct = d
 	c.pp.attempts = 0
-	c.pp.nextAt = time.Time{}
 	c.onICE = true
 	if c.rl.pc != nil {
 		_ = c.wg.Bind().RedirectRelay(c.relayName(), endpoint)
@@ -245,22 +197,6 @@ func (c *Conn) closePortPunch() {
 	}
 }
 
-// directCounters reads what pathLiveness compares: WireGuard's
-// authenticated receive from the remote, and what the relay and the
-// punched path delivered to WireGuard. A failed read counts as no sign of
-// life: at worst the pair goes back to the relay.
-func (c *Conn) directCounters() counters {
-	var out counters
-	if stats, err := c.wg.PeerStats(); err != nil {
-		c.log.Debug("read WireGuard counters for the punched path", "err", err)
-	} else if st, ok := stats[c.cfg.Remote]; ok && st.RxBytes > 0 {
-		out.auth = uint64(st.RxBytes)
-	}
-	b := c.wg.Bind()
-	out.relay, out.direct = b.RelayReceived(c.relayName()), b.RelayReceived(c.directName())
-	return out
-}
-
 func (c *Conn) scheduleDirectCheck(d *directPath) {
 	time.AfterFunc(directCheckEvery, func() { c.post(directCheck{d: d}) })
 }
@@ -271,7 +207,7 @@ func (c *Conn) onDirectCheck(ev directCheck, allowed []netip.Prefix) {
 	if ev.d != c.pp.direct {
 		return
 	}
-	silent := ev.d.live.observe(time.Now(), c.directCounters())
+	silent := ev.d.conn.silentFor(time.Now())
 	if silent < directSilence {
 		c.scheduleDirectCheck(ev.d)
 		return

@@ -83,14 +83,9 @@ func stunMapped(urls func() []*stun.URI) func(ctx context.Context, pc punchConn)
 			}
 			_ = pc.SetReadDeadline(time.Now().Add(700 * time.Millisecond))
 			for {
-				n, from, err := pc.ReadFrom(buf)
+				n, _, err := pc.ReadFrom(buf)
 				if err != nil {
 					break
-				}
-				// Only the server queried answers: anyone else who saw
-				// the request could otherwise tell us a wrong address.
-				if ua, ok := from.(*net.UDPAddr); !ok || unmapped(ua.AddrPort()) != unmapped(server.AddrPort()) {
-					continue
 				}
 				m := &stun.Message{Raw: append([]byte(nil), buf[:n]...)}
 				if m.Decode() != nil || m.TransactionID != req.TransactionID {
@@ -112,8 +107,4 @@ func stunMapped(urls func() []*stun.URI) func(ctx context.Context, pc punchConn)
 		}
 		return netip.AddrPort{}, fmt.Errorf("no STUN answer from %s", server)
 	}
-}
-
-func unmapped(a netip.AddrPort) netip.AddrPort {
-	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
 }

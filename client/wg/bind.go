@@ -274,7 +274,6 @@ func (b *Bind) Relay(name string, c net.Conn) string {
 			}
 			select {
 			case b.relayIn <- packet{buf: buf, n: n, ep: ep}:
-				r.rx.Add(uint64(n))
 			default:
 				b.pool.Put(buf) // WireGuard is not keeping up: drop like a full socket buffer
 			}
@@ -288,20 +287,6 @@ func (b *Bind) Unrelay(name string) {
 	b.mu.Lock()
 	delete(b.relays, relayPrefix+name)
 	b.mu.Unlock()
-}
-
-// RelayReceived is how many bytes relay endpoint name has handed to
-// WireGuard so far (0 when there is no such endpoint). Compared with
-// WireGuard's authenticated receive counter it tells whether a peer's
-// authentic packets came over another path.
-func (b *Bind) RelayReceived(name string) uint64 {
-	b.mu.Lock()
-	r := b.relays[relayPrefix+name]
-	b.mu.Unlock()
-	if r == nil {
-		return 0
-	}
-	return r.rx.Load()
 }
 
 // RedirectRelay makes what arrives on relay endpoint name look as if it
@@ -334,7 +319,6 @@ type relayEndpoint struct {
 	id string
 	c  net.Conn
 	as atomic.Pointer[endpointBox]
-	rx atomic.Uint64 // bytes handed to WireGuard
 }
 
 func (e *relayEndpoint) ClearSrc()           {}

@@ -173,7 +173,6 @@ func TestHardNAT(t *testing.T) {
 					}
 					time.Sleep(200 * time.Millisecond)
 				}
-				switched := time.Now()
 				took := time.Since(start).Round(100 * time.Millisecond)
 				t.Logf("P2P after %v", took)
 				mu.Lock()
@@ -187,17 +186,6 @@ func TestHardNAT(t *testing.T) {
 				}
 				if err := m.TCPTransfer(b, a, ipA, 1<<20); err != nil {
 					t.Fatalf("TCP b -> a (%s): %v", m.ConnType(a, ipB), err)
-				}
-				// The punched path's liveness is judged from WireGuard's
-				// authenticated receive (40 s without it: back to the
-				// relay). Idle but for WireGuard's keepalives the pair
-				// should stay direct past that; in CI it was once seen
-				// back on the relay at 70 s (a known gap, reported), so
-				// only connectivity is asserted and the path is logged.
-				time.Sleep(time.Until(switched.Add(70 * time.Second)))
-				t.Logf("70 s after the switch: %s / %s", m.ConnType(a, ipB), m.ConnType(b, ipA))
-				if _, ok := m.WaitPing(a, ipB, 5*time.Second); !ok {
-					t.Fatalf("no ping 70 s after the switch (%s)", m.ConnType(a, ipB))
 				}
 			})
 		}
