@@ -35,6 +35,7 @@ func New(opts ...grpc.ServerOption) *grpc.Server {
 		grpc.MaxRecvMsgSize(MaxMessage),
 		encodedCodec(), // proto, plus Encoded responses (encoded.go)
 	}
+	base = append(base, headersFirst()...) // status.go
 	return grpc.NewServer(append(base, opts...)...)
 }
 
