@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -168,6 +169,11 @@ func (c *Client) stream(ctx context.Context, handle func(Message)) error {
 		return err
 	}
 	if len(md.Get("x-wiretrustee-peer-registered")) == 0 {
+		// A refusal arrives as headers then the status (servers that
+		// avoid Trailers-Only for proxies' sake): the status says why.
+		if _, rerr := st.Recv(); rerr != nil && !errors.Is(rerr, io.EOF) {
+			return fmt.Errorf("signal server did not confirm registration: %w", rerr)
+		}
 		return errors.New("signal server did not confirm registration")
 	}
 	c.connected.Store(true)
