@@ -89,9 +89,11 @@ type Filter struct {
 	outDrop, inDrop, inAccept []Rule
 	allowAll                  bool
 	// local is this host's overlay address and overlay the network (both
-	// zero until SetOverlay: every destination is then this host's).
-	local   netip.Addr
-	overlay netip.Prefix
+	// zero until SetOverlay: every destination is then this host's);
+	// local6 and overlay6 the same on the IPv6 overlay (zero without an
+	// IPv6 address: no IPv6 source is then a peer).
+	local, local6     netip.Addr
+	overlay, overlay6 netip.Prefix
 	// forwarding (route.go)
 	routed                 []netip.Prefix
 	routeAll               bool
@@ -238,7 +240,7 @@ func (f *Filter) Outbound(b []byte) bool {
 		return true // not IP: nothing of ours to filter
 	}
 	f.mu.RLock()
-	outDrop, local := f.outDrop, f.local
+	outDrop, local, local6 := f.outDrop, f.local, f.local6
 	f.mu.RUnlock()
 	for _, r := range outDrop {
 		if r.matches(p.dst, p.proto, p.dport, p.hasPorts) {
@@ -248,7 +250,7 @@ func (f *Filter) Outbound(b []byte) bool {
 	if p.hasPorts || p.icmpEcho {
 		// Not from this host: a routed LAN host answering or opening
 		// towards a peer, which counts against the forwarded share.
-		forwarded := local.IsValid() && p.src != local && !f.isHost(p.src)
+		forwarded := local.IsValid() && p.src != local && p.src != local6 && !f.isHost(p.src)
 		f.track(flow{proto: p.proto, local: p.src, remote: p.dst, lport: p.sport, rport: p.dport}, forwarded)
 	}
 	return true
@@ -259,6 +261,7 @@ func (f *Filter) Outbound(b []byte) bool {
 func (f *Filter) Inbound(b []byte) bool {
 	f.mu.RLock()
 	inDrop, inAccept, allowAll, local, overlay := f.inDrop, f.inAccept, f.allowAll, f.local, f.overlay
+	local6, overlay6 := f.local6, f.overlay6
 	f.mu.RUnlock()
 	if allowAll && len(inDrop) == 0 && !local.IsValid() {
 		return true // the common All-to-All case before routing is known
@@ -270,7 +273,7 @@ func (f *Filter) Inbound(b []byte) bool {
 	// The host's other addresses (LAN, public, bridges) are delivered
 	// locally by the kernel: they are this host, judged by the peer
 	// rules, not a routed destination the route rules would open.
-	if local.IsValid() && p.dst != local && !f.isHost(p.dst) {
+	if local.IsValid() && p.dst != local && p.dst != local6 && !f.isHost(p.dst) {
 		return f.forward(p)
 	}
 	for _, r := range inDrop {
@@ -285,9 +288,16 @@ func (f *Filter) Inbound(b []byte) bool {
 		}
 	}
 	// From a routed network (a routing peer forwarding its LAN): only
-	// replies pass, the peer rules name overlay addresses.
-	if overlay.IsValid() && !overlay.Contains(p.src) {
-		return false
+	// replies pass, the peer rules name overlay addresses. An IPv6 source
+	// is a peer only inside the IPv6 overlay (none without one).
+	if overlay.IsValid() {
+		ov := overlay
+		if !p.src.Is4() {
+			ov = overlay6
+		}
+		if !ov.IsValid() || !ov.Contains(p.src) {
+			return false
+		}
 	}
 	if allowAll {
 		return true

@@ -150,7 +150,10 @@ func FuzzInbound(f *testing.F) {
 	f.Add(echo(peer, me, false, 1))
 	f.Add(udp(peer, me, 1, 2))
 	f.Add([]byte{0x45})
+	f.Add(echo6(peer6, me6, false, 1))
+	f.Add(tcpV6(peer6, me6, 1, 80, true, false))
 	fl := New()
+	fl.SetOverlay6(me6, overlay6)
 	fl.SetRules([]Rule{{Peer: peer, Inbound: true, Accept: true, Proto: ProtoTCP, PortLo: 22, PortHi: 22}}, false)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fl.Inbound(b)

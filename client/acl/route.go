@@ -66,6 +66,16 @@ func (f *Filter) SetOverlay(local netip.Addr, overlay netip.Prefix) {
 	f.mu.Unlock()
 }
 
+// SetOverlay6 tells the filter this host's IPv6 overlay address and the
+// IPv6 overlay network, as SetOverlay does for IPv4; zero values (no IPv6
+// address) make every IPv6 source a non-peer, admitted only as a reply.
+func (f *Filter) SetOverlay6(local netip.Addr, overlay netip.Prefix) {
+	f.RefreshHostAddrs()
+	f.mu.Lock()
+	f.local6, f.overlay6 = local, overlay.Masked()
+	f.mu.Unlock()
+}
+
 // SetRouting replaces what the filter forwards. Flows already accepted
 // stay tracked, so their replies keep passing.
 func (f *Filter) SetRouting(r Routing) {
@@ -88,7 +98,15 @@ func (f *Filter) SetRouting(r Routing) {
 func (f *Filter) forward(p packet) bool {
 	f.mu.RLock()
 	routed, all, drop, accept := f.routed, f.routeAll, f.routeDrop, f.routeAccept
+	ov4, ov6 := f.overlay, f.overlay6
 	f.mu.RUnlock()
+	if (ov4.IsValid() && ov4.Contains(p.dst)) || (ov6.IsValid() && ov6.Contains(p.dst)) {
+		// Another peer's overlay address: a routed ::/0 or 0.0.0.0/0
+		// contains it, but relaying it would let a peer that
+		// management left out of the other's map reach it through this
+		// one, with its own source address.
+		return false
+	}
 	if !containsAddr(routed, p.dst) {
 		return false // not a network of ours: never a transit hop
 	}

@@ -101,6 +101,9 @@ func (u userspaceFirewall) SetRules(rules []acl.Rule, allowAll bool) { u.f.SetRu
 func (u userspaceFirewall) SetOverlay(local netip.Addr, overlay netip.Prefix) {
 	u.f.SetOverlay(local, overlay)
 }
+func (u userspaceFirewall) SetOverlay6(local netip.Addr, overlay netip.Prefix) {
+	u.f.SetOverlay6(local, overlay)
+}
 func (u userspaceFirewall) SetRouting(r acl.Routing) { u.f.SetRouting(r) }
 func (userspaceFirewall) close()                     {}
 
@@ -120,6 +123,12 @@ func (n nftFirewall) SetRules(rules []acl.Rule, allowAll bool) {
 func (n nftFirewall) SetOverlay(_ netip.Addr, overlay netip.Prefix) {
 	if err := n.f.SetOverlay(overlay); err != nil {
 		n.log.Error("firewall overlay not applied; the previous rules stay", "err", err)
+	}
+}
+
+func (n nftFirewall) SetOverlay6(_ netip.Addr, overlay netip.Prefix) {
+	if err := n.f.SetOverlay6(overlay); err != nil {
+		n.log.Error("firewall IPv6 overlay not applied; the previous rules stay", "err", err)
 	}
 }
 

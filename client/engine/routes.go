@@ -180,7 +180,7 @@ func clientRoute(r *mgmtpb.Route) (routes.Route, bool) {
 
 // applyRoutes takes the routes of a new map. e.mu held.
 func (e *Engine) applyRoutes(nm *mgmtpb.NetworkMap) {
-	e.routes.SetOverlay(e.addr) // no route may take a part of the mesh
+	e.routes.SetOverlay(e.addr, e.addr6) // no route may take a part of the mesh
 	e.routes.Update(clientRoutes(nm, e.o.Private.Public()))
 	e.applyDomainRouting(nm)
 	e.evaluateRoutesLocked()

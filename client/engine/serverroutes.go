@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -34,15 +35,18 @@ type serving struct {
 // servingFromMap picks the map's server routes (those whose routing peer
 // is self) and converts them and the route firewall rules to typed
 // values. A domain route is forwarded (and masqueraded) to the whole
-// address family of the overlay (overlay6: the overlay carries IPv6; never
-// today). Which destinations the filter lets through depends on learned:
+// address families of the overlay (overlay6: this peer has an IPv6
+// overlay address, so peers can send IPv6 through it). Which
+// destinations the filter lets through depends on learned:
 // nil (the clients resolve the names, as NetBird's routing peers do
 // without their DNS forwarder) lets through anything, the rules still
 // limiting sources, protocols and ports; otherwise (this peer's DNS
 // forwarder resolves them) only the addresses learned(dnsfwd.Key(domains))
-// returns for the route. IPv6 routes are not served over an IPv4 overlay:
-// turning on IPv6 forwarding for them would only cost the host its
-// router advertisements. Problems come back as warnings, one per item.
+// returns for the route. IPv6 routes (management mirrors an exit node's
+// 0.0.0.0/0 as ::/0 for peers on the IPv6 overlay) are served only with an
+// IPv6 overlay address: without one no peer can send IPv6 through this
+// peer, and IPv6 forwarding would be on for nothing. Problems come back as
+// warnings, one per item.
 func servingFromMap(self key.Public, routes []*mgmtpb.Route, rules []*mgmtpb.RouteFirewallRule, rulesEmpty, overlay6 bool,
 	learned func(key string) []netip.Prefix) (serving, []string) {
 	var s serving
@@ -132,8 +136,9 @@ func anyDest(overlay6 bool) []netip.Prefix {
 	return []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}
 }
 
-// errIPv6NotCarried: an IPv6 route over an IPv4-only overlay.
-var errIPv6NotCarried = errors.New("IPv6 route not served: the overlay carries IPv4 only")
+// errIPv6NotCarried: an IPv6 route on a peer without an IPv6 overlay
+// address.
+var errIPv6NotCarried = errors.New("IPv6 route not served: this peer has no IPv6 overlay address (not in the account's IPv6 groups, or --disable-ipv6)")
 
 // routeNetworks is what a route forwards to.
 func routeNetworks(r *mgmtpb.Route, overlay6 bool) ([]netip.Prefix, error) {
@@ -233,8 +238,14 @@ type serverRoutes struct {
 	// mu), relearn on a DNS forwarder's goroutine.
 	mu      sync.Mutex
 	overlay netip.Prefix
-	cur     serving
-	warned  bool
+	// overlay6 is this peer's IPv6 overlay address (zero: none), see
+	// setOverlay6.
+	overlay6 netip.Prefix
+	cur      serving
+	// curOverlays: the overlays the forwarder's masquerade was last
+	// given with cur; a moved overlay applies again though cur is equal.
+	curOverlays []netip.Prefix
+	warned      bool
 	// warnings logged for the last map: a problem is logged when it
 	// appears, not on every map that still carries it.
 	problems map[string]bool
@@ -279,6 +290,27 @@ func (s *serverRoutes) apply(self key.Public, addr netip.Prefix, nm *mgmtpb.Netw
 	s.applyLocked(false)
 }
 
+// setOverlay6 sets this peer's IPv6 overlay address (the zero Prefix:
+// none), which IPv6 routes and their masquerade need; the next apply uses
+// it.
+func (s *serverRoutes) setOverlay6(addr netip.Prefix) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.overlay6 = addr
+}
+
+// overlays is the overlay networks, one per family this peer has. s.mu
+// held.
+func (s *serverRoutes) overlays() []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range []netip.Prefix{s.overlay, s.overlay6} {
+		if p.IsValid() {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
 // relearn applies the addresses the DNS forwarder learned or forgot.
 func (s *serverRoutes) relearn() {
 	s.mu.Lock()
@@ -299,7 +331,7 @@ func (s *serverRoutes) applyLocked(relearn bool) {
 		l := s.dns.fwd.Learned()
 		learned = func(k string) []netip.Prefix { return l[k] }
 	}
-	want, warns := servingFromMap(self, nm.GetRoutes(), nm.GetRoutesFirewallRules(), nm.GetRoutesFirewallRulesIsEmpty(), addr.Addr().Is6(), learned)
+	want, warns := servingFromMap(self, nm.GetRoutes(), nm.GetRoutesFirewallRules(), nm.GetRoutesFirewallRulesIsEmpty(), addr.Addr().Is6() || s.overlay6.IsValid(), learned)
 	problems := make(map[string]bool, len(warns))
 	for _, w := range warns {
 		if !s.problems[w] {
@@ -322,10 +354,15 @@ func (s *serverRoutes) applyLocked(relearn bool) {
 			s.log.Error("block LAN access: the host's networks are unknown; routed traffic is refused", "err", err)
 			want = serving{}
 		} else {
-			want.Routing = withLANBlocked(want.Routing, lan, addr)
+			want.Routing = withLANBlocked(want.Routing, lan, s.overlays()...)
 		}
 	}
-	if reflect.DeepEqual(want, s.cur) {
+	// The masquerade matches the overlays: when one moved (the account's
+	// range changed) the forwarder applies again, though the routes did
+	// not change. Without routes nothing of it is installed.
+	overlays := s.overlays()
+	moved := len(want.Routes) > 0 && !slices.Equal(overlays, s.curOverlays)
+	if reflect.DeepEqual(want, s.cur) && !moved {
 		return
 	}
 	if len(want.Routes) > 0 && s.fwd == nil {
@@ -335,17 +372,18 @@ func (s *serverRoutes) applyLocked(relearn bool) {
 		}
 		want = serving{}
 	}
-	if s.fwd != nil && !(relearn && reflect.DeepEqual(want.Routes, s.cur.Routes)) {
-		if err := s.fwd.Apply(addr.Masked(), want.Routes); err != nil {
+	if s.fwd != nil && !(relearn && reflect.DeepEqual(want.Routes, s.cur.Routes) && !moved) {
+		if err := s.fwd.Apply(overlays, want.Routes); err != nil {
 			// The filter stays closed to routed traffic rather than
 			// forward without the masquerade asked for; the next map
 			// tries again.
 			s.log.Error("forwarding for the server routes not applied; routed traffic is refused", "err", err)
 			s.fw.SetRouting(acl.Routing{})
-			s.cur = serving{}
+			s.cur, s.curOverlays = serving{}, nil
 			return
 		}
 	}
+	s.curOverlays = overlays
 	if !relearn || !reflect.DeepEqual(want.Routing, s.cur.Routing) {
 		s.fw.SetRouting(want.Routing)
 	}

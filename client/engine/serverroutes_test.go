@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,6 +72,35 @@ func TestServingFromMap(t *testing.T) {
 			},
 			want: serving{Routes: []forward.Route{{Network: any4, Masquerade: true}, {Network: any6, Masquerade: true}},
 				Routing: acl.Routing{Networks: []netip.Prefix{any4, any6}, AllowAll: true}}},
+		{name: "exit node with NetBird's route firewall rules and their IPv6 twins", overlay6: true,
+			routes: []*mgmtpb.Route{
+				{ID: "e4", Network: "0.0.0.0/0", NetworkType: netTypeIPv4, Peer: self.String(), Masquerade: true},
+				{ID: "e4-v6-default", Network: "::/0", NetworkType: netTypeIPv6, Peer: self.String(), Masquerade: true},
+			},
+			rules: []*mgmtpb.RouteFirewallRule{
+				{SourceRanges: []string{"100.70.0.2/32"}, Action: mgmtpb.RuleAction_ACCEPT, Destination: "0.0.0.0/0", Protocol: mgmtpb.RuleProtocol_ALL, RouteID: "e4"},
+				{SourceRanges: []string{"fd00:1234::2/128"}, Action: mgmtpb.RuleAction_ACCEPT, Destination: "::/0", Protocol: mgmtpb.RuleProtocol_ICMP, RouteID: "e4-v6-default"},
+				{SourceRanges: []string{"fd00:1234::/64"}, Action: mgmtpb.RuleAction_DROP, Destination: "::/0", Protocol: mgmtpb.RuleProtocol_TCP,
+					PortInfo: &mgmtpb.PortInfo{PortSelection: &mgmtpb.PortInfo_Port{Port: 25}}, RouteID: "e4-v6-default"},
+			},
+			want: serving{Routes: []forward.Route{{Network: any4, Masquerade: true}, {Network: any6, Masquerade: true}},
+				Routing: acl.Routing{Networks: []netip.Prefix{any4, any6}, Rules: []acl.RouteRule{
+					{Sources: []netip.Prefix{pfx("100.70.0.2/32")}, Dests: []netip.Prefix{any4}, Accept: true},
+					{Sources: []netip.Prefix{pfx("fd00:1234::2/128")}, Dests: []netip.Prefix{any6}, Accept: true, Proto: acl.ProtoICMP},
+					{Sources: []netip.Prefix{pfx("fd00:1234::/64")}, Dests: []netip.Prefix{any6}, Proto: acl.ProtoTCP, PortLo: 25, PortHi: 25},
+				}}}},
+		{name: "IPv6 network route with an IPv6 source range", overlay6: true,
+			routes: []*mgmtpb.Route{{ID: "l6", Network: "2001:db8:50::/64", NetworkType: netTypeIPv6, Peer: self.String()}},
+			rules: []*mgmtpb.RouteFirewallRule{{SourceRanges: []string{"fd00:1234::7/128"}, Action: mgmtpb.RuleAction_ACCEPT, Destination: "2001:db8:50::/64",
+				Protocol: mgmtpb.RuleProtocol_TCP, PortInfo: &mgmtpb.PortInfo{PortSelection: &mgmtpb.PortInfo_Port{Port: 443}}}},
+			want: serving{Routes: []forward.Route{{Network: pfx("2001:db8:50::/64")}}, Routing: acl.Routing{Networks: []netip.Prefix{pfx("2001:db8:50::/64")}, Rules: []acl.RouteRule{
+				{Sources: []netip.Prefix{pfx("fd00:1234::7/128")}, Dests: []netip.Prefix{pfx("2001:db8:50::/64")}, Accept: true, Proto: acl.ProtoTCP, PortLo: 443, PortHi: 443},
+			}}}},
+		{name: "domain route over a dual-stack overlay: both families", overlay6: true,
+			routes: []*mgmtpb.Route{{ID: "d1", NetworkType: netTypeDomain, Domains: []string{"example.com"}, Peer: self.String(), Masquerade: true}},
+			rules:  []*mgmtpb.RouteFirewallRule{{SourceRanges: []string{"100.70.0.0/16"}, Action: mgmtpb.RuleAction_ACCEPT, IsDynamic: true, Domains: []string{"example.com"}, Protocol: mgmtpb.RuleProtocol_ALL}},
+			want: serving{Routes: []forward.Route{{Network: any4, Masquerade: true}, {Network: any6, Masquerade: true}},
+				Routing: acl.Routing{Networks: []netip.Prefix{any4, any6}, Rules: []acl.RouteRule{{Sources: []netip.Prefix{pfx("100.70.0.0/16")}, Dests: []netip.Prefix{any4, any6}, Accept: true}}}}},
 		{name: "domain route and dynamic rule: the overlay's family only",
 			routes: []*mgmtpb.Route{{ID: "d1", NetworkType: netTypeDomain, Domains: []string{"example.com"}, Peer: self.String(), Masquerade: true}},
 			rules:  []*mgmtpb.RouteFirewallRule{{SourceRanges: []string{"100.70.0.0/16"}, Action: mgmtpb.RuleAction_ACCEPT, IsDynamic: true, Domains: []string{"example.com"}, Protocol: mgmtpb.RuleProtocol_ALL}},
@@ -125,10 +155,16 @@ func (f *fakeFirewall) SetOverlay(_ netip.Addr, ov netip.Prefix) { f.overlay = o
 func (f *fakeFirewall) SetRouting(r acl.Routing)                 { f.routing = append(f.routing, r) }
 func (f *fakeFirewall) close()                                   {}
 
-type fakeNAT struct{ err error }
+type fakeNAT struct {
+	err                error
+	overlays, networks []netip.Prefix
+}
 
-func (n *fakeNAT) Set(netip.Prefix, []netip.Prefix) error { return n.err }
-func (n *fakeNAT) Close() error                           { return nil }
+func (n *fakeNAT) Set(overlays, networks []netip.Prefix) error {
+	n.overlays, n.networks = overlays, networks
+	return n.err
+}
+func (n *fakeNAT) Close() error { return nil }
 
 // TestServerRoutesApply: the firewall learns the overlay, gets the route
 // rules only when they change, and none when forwarding fails.
@@ -216,5 +252,104 @@ func TestServerRoutesNoIPv6Forwarding(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "open exit"); n != 1 {
 		t.Errorf("legacy domain route warned %d times over 3 maps, want once:\n%s", n, logs.String())
+	}
+}
+
+// TestServerRoutesIPv6ExitNode: with an IPv6 overlay address the mirrored
+// ::/0 is served: IPv6 forwarding on, both defaults masqueraded, each from
+// the overlay of its family, both in the filter; when the IPv6 address
+// goes (--disable-ipv6, or the peer left the IPv6 groups) IPv6 is served
+// no more and its forwarding goes back off.
+func TestServerRoutesIPv6ExitNode(t *testing.T) {
+	proc := t.TempDir()
+	for _, k := range []string{"sys/net/ipv4/ip_forward", "sys/net/ipv6/conf/all/forwarding"} {
+		if err := os.MkdirAll(filepath.Join(proc, filepath.Dir(k)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(proc, k), []byte("0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nat := &fakeNAT{}
+	fwd, err := forward.New(forward.Options{Interface: "wt9", ProcRoot: proc, NAT: nat, RemoveTable: func(string) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw := &fakeFirewall{}
+	s := &serverRoutes{log: slog.New(slog.DiscardHandler), fw: fw, fwd: fwd}
+	defer s.close()
+	self := mustKey(t)
+	pfx := netip.MustParsePrefix
+	nm := &mgmtpb.NetworkMap{Routes: []*mgmtpb.Route{
+		{ID: "e4", NetID: "exit", Network: "0.0.0.0/0", NetworkType: netTypeIPv4, Peer: self.String(), Masquerade: true},
+		{ID: "e4-v6-default", NetID: "exit-v6", Network: "::/0", NetworkType: netTypeIPv6, Peer: self.String(), Masquerade: true},
+	}, RoutesFirewallRulesIsEmpty: true}
+	v6 := func() string {
+		b, _ := os.ReadFile(filepath.Join(proc, "sys/net/ipv6/conf/all/forwarding"))
+		return strings.TrimSpace(string(b))
+	}
+	s.setOverlay6(pfx("fd00:1234::1/64"))
+	s.apply(self, pfx("100.70.0.1/16"), nm)
+	if v6() != "1" {
+		t.Errorf("IPv6 forwarding %q while serving ::/0, want 1", v6())
+	}
+	if d := cmp.Diff([]netip.Prefix{pfx("100.70.0.0/16"), pfx("fd00:1234::/64")}, nat.overlays, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); d != "" {
+		t.Errorf("masquerade sources (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]netip.Prefix{pfx("0.0.0.0/0"), pfx("::/0")}, nat.networks, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); d != "" {
+		t.Errorf("masqueraded networks (-want +got):\n%s", d)
+	}
+	if last := fw.routing[len(fw.routing)-1]; len(last.Networks) != 2 {
+		t.Errorf("filter routes %v, want both defaults", last.Networks)
+	}
+	s.setOverlay6(netip.Prefix{})
+	s.apply(self, pfx("100.70.0.1/16"), nm)
+	if v6() != "0" {
+		t.Errorf("IPv6 forwarding %q without an IPv6 overlay address, want 0", v6())
+	}
+	if last := fw.routing[len(fw.routing)-1]; len(last.Networks) != 1 || last.Networks[0] != pfx("0.0.0.0/0") {
+		t.Errorf("filter routes %v without an IPv6 overlay address, want 0.0.0.0/0 only", last.Networks)
+	}
+}
+
+// TestServerRoutesOverlayMoves: the masquerade follows the overlays when
+// the account's ranges move, though the map's routes stay the same.
+func TestServerRoutesOverlayMoves(t *testing.T) {
+	proc := t.TempDir()
+	for _, k := range []string{"sys/net/ipv4/ip_forward", "sys/net/ipv6/conf/all/forwarding"} {
+		if err := os.MkdirAll(filepath.Join(proc, filepath.Dir(k)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(proc, k), []byte("0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nat := &fakeNAT{}
+	fwd, err := forward.New(forward.Options{Interface: "wt9", ProcRoot: proc, NAT: nat, RemoveTable: func(string) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fwd.Close()
+	s := &serverRoutes{log: slog.New(slog.DiscardHandler), fw: &fakeFirewall{}, fwd: fwd}
+	self := mustKey(t)
+	nm := &mgmtpb.NetworkMap{Routes: []*mgmtpb.Route{{ID: "r1", Network: "192.168.50.0/24", NetworkType: netTypeIPv4, Peer: self.String(), Masquerade: true}}}
+	s.setOverlay6(netip.MustParsePrefix("fd00:1::5/64"))
+	s.apply(self, netip.MustParsePrefix("100.70.0.1/16"), nm)
+	want := []netip.Prefix{netip.MustParsePrefix("100.70.0.0/16"), netip.MustParsePrefix("fd00:1::/64")}
+	if !slices.Equal(want, nat.overlays) {
+		t.Fatalf("NAT overlays %v, want %v", nat.overlays, want)
+	}
+	// The IPv6 range moves.
+	s.setOverlay6(netip.MustParsePrefix("fd00:2::5/64"))
+	s.apply(self, netip.MustParsePrefix("100.70.0.1/16"), nm)
+	want[1] = netip.MustParsePrefix("fd00:2::/64")
+	if !slices.Equal(want, nat.overlays) {
+		t.Errorf("after the IPv6 range moved, NAT overlays %v, want %v", nat.overlays, want)
+	}
+	// The IPv4 range moves.
+	s.apply(self, netip.MustParsePrefix("100.80.0.1/16"), nm)
+	want[0] = netip.MustParsePrefix("100.80.0.0/16")
+	if !slices.Equal(want, nat.overlays) {
+		t.Errorf("after the IPv4 range moved, NAT overlays %v, want %v", nat.overlays, want)
 	}
 }

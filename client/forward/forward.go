@@ -1,6 +1,8 @@
 // Package forward makes this host a router for its server routes (the
 // routes whose routing peer it is): IP forwarding on while it routes a
-// network, and masquerade, per route, for what peers send there. The
+// network of that address family (for IPv6 with router advertisements
+// still accepted, see sysctl.go), and masquerade, per route, for what
+// peers send there from the overlay of the route's family. The
 // host's previous sysctl values are saved in the state directory before
 // they change, and come back when routing stops, on Close, and at the
 // next start after a crash. It does not filter (packages acl and nftfw
@@ -13,9 +15,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -34,7 +38,7 @@ const (
 
 // nat is the NAT table (nftfw.NAT; a fake in tests).
 type nat interface {
-	Set(overlay netip.Prefix, networks []netip.Prefix) error
+	Set(overlays []netip.Prefix, networks []netip.Prefix) error
 	Close() error
 }
 
@@ -152,42 +156,41 @@ func (f *Forwarder) undo(s saved) error {
 			errs = append(errs, err)
 		}
 	}
-	for k, v := range s.Sysctl {
-		if err := f.write(k, v); err != nil {
+	for _, k := range restoreOrder(s.Sysctl) {
+		if err := f.write(k, s.Sysctl[k]); err != nil && !ifaceGone(k, err) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Apply makes the host forward to routes (overlay is the peers'
-// network, the source masquerade applies to). No routes turns
-// forwarding back to what it was.
-func (f *Forwarder) Apply(overlay netip.Prefix, routes []Route) error {
+// Apply makes the host forward to routes. overlays are the peers'
+// networks, at most one per address family the overlay carries: a
+// route's masquerade rewrites sources from the overlay of its family. No
+// routes turns forwarding back to what it was.
+func (f *Forwarder) Apply(overlays []netip.Prefix, routes []Route) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		return ErrClosed
 	}
-	want := map[string]bool{}
+	var fam4, fam6 bool
 	var masq []netip.Prefix
 	noNAT := map[netip.Prefix]bool{}
 	for _, r := range routes {
-		if r.Network.Addr().Is4() {
-			want[sysctlV4] = true
-		} else {
-			want[sysctlV6] = true
-		}
+		is4 := r.Network.Addr().Is4()
+		fam4, fam6 = fam4 || is4, fam6 || !is4
 		switch {
 		case !r.Masquerade:
-		case r.Network.Addr().Is4() != overlay.Addr().Is4():
-			// The masquerade rewrites overlay sources: the other
-			// family has none to rewrite. Say so rather than forward
-			// unmasqueraded traffic the network may not route back.
+		case !slices.ContainsFunc(overlays, func(o netip.Prefix) bool { return o.IsValid() && o.Addr().Is4() == is4 }):
+			// The masquerade rewrites overlay sources: a family the
+			// overlay does not carry here has none to rewrite. Say so
+			// rather than forward unmasqueraded traffic the network
+			// may not route back.
 			noNAT[r.Network] = true
 			if !f.noNAT[r.Network] {
-				f.o.Log.Warn("route asks for masquerade, but this peer can only masquerade the overlay's address family; forwarding it without NAT",
-					"network", r.Network, "overlay", overlay)
+				f.o.Log.Warn("route asks for masquerade, but this peer has no overlay address of its family; forwarding it without NAT",
+					"network", r.Network, "overlay", fmt.Sprint(overlays))
 			}
 		default:
 			masq = append(masq, r.Network)
@@ -196,25 +199,32 @@ func (f *Forwarder) Apply(overlay netip.Prefix, routes []Route) error {
 	f.noNAT = noNAT
 	// Record first, change second: a crash in between leaves a record of
 	// a value not yet changed, which restoring writes back unchanged.
-	next := saved{Sysctl: map[string]string{}, NATTable: f.saved.NATTable}
-	for k, v := range f.saved.Sysctl {
-		next.Sysctl[k] = v
+	next := saved{Sysctl: maps.Clone(f.saved.Sysctl), NATTable: f.saved.NATTable}
+	if next.Sysctl == nil {
+		next.Sysctl = map[string]string{}
 	}
 	var errs []error
-	for _, k := range []string{sysctlV4, sysctlV6} {
-		if _, done := next.Sysctl[k]; !want[k] || done {
+	targets := f.targets(fam4, fam6)
+	want := map[string]bool{}
+	for _, t := range targets {
+		if _, done := next.Sysctl[t.key]; done {
+			want[t.key] = true
 			continue
 		}
-		v, err := f.read(k)
-		if err != nil {
+		v, err := f.read(t.key)
+		switch {
+		case err != nil && t.from != "" && errors.Is(err, fs.ErrNotExist):
+			continue // the interface went away meanwhile
+		case err != nil:
 			errs = append(errs, err)
-			delete(want, k)
 			continue
+		case v == t.value:
+			continue // already set: nothing of ours to undo
+		case t.from != "" && v != t.from:
+			continue // an administrator's own choice, left alone
 		}
-		if v == "1" {
-			continue // already on: nothing of ours to undo
-		}
-		next.Sysctl[k] = v
+		next.Sysctl[t.key] = v
+		want[t.key] = true
 	}
 	if len(masq) > 0 {
 		next.NATTable = natTable(f.o.Interface)
@@ -223,23 +233,26 @@ func (f *Forwarder) Apply(overlay netip.Prefix, routes []Route) error {
 		return err
 	}
 	f.saved = next
-	for k := range want {
-		if err := f.write(k, "1"); err != nil {
-			errs = append(errs, err)
+	for _, t := range targets { // in order: RAs stay accepted before forwarding goes on
+		if want[t.key] {
+			if err := f.write(t.key, t.value); err != nil && !ifaceGone(t.key, err) {
+				errs = append(errs, err)
+			}
 		}
 	}
 	// What is no longer needed goes back now.
-	for k, v := range f.saved.Sysctl {
-		if !want[k] {
-			if err := f.write(k, v); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			delete(f.saved.Sysctl, k)
+	for _, k := range restoreOrder(f.saved.Sysctl) {
+		if want[k] {
+			continue
 		}
+		if err := f.write(k, f.saved.Sysctl[k]); err != nil && !ifaceGone(k, err) {
+			errs = append(errs, err)
+			continue
+		}
+		delete(f.saved.Sysctl, k)
 	}
 	if len(masq) > 0 || f.saved.NATTable != "" {
-		if err := f.o.NAT.Set(overlay, masq); err != nil {
+		if err := f.o.NAT.Set(overlays, masq); err != nil {
 			errs = append(errs, err)
 		} else if len(masq) == 0 {
 			f.saved.NATTable = ""

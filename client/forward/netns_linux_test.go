@@ -28,8 +28,9 @@ type routedLab struct {
 }
 
 var (
-	labOverlay = netip.MustParsePrefix("100.70.0.0/16")
-	labLAN     = netip.MustParsePrefix("192.168.77.0/24")
+	labOverlay  = netip.MustParsePrefix("100.70.0.0/16")
+	labLAN      = netip.MustParsePrefix("192.168.77.0/24")
+	labOverlays = []netip.Prefix{labOverlay}
 )
 
 func newRoutedLab(t *testing.T) *routedLab {
@@ -175,7 +176,7 @@ func TestRoutingPeer(t *testing.T) {
 
 	// Masquerade on, legacy allow all.
 	x.in(x.r, func() error {
-		if err := fwd.Apply(labOverlay, []Route{{Network: labLAN, Masquerade: true}}); err != nil {
+		if err := fwd.Apply(labOverlays, []Route{{Network: labLAN, Masquerade: true}}); err != nil {
 			return err
 		}
 		return fw.SetRouting(acl.Routing{Networks: []netip.Prefix{labLAN}, AllowAll: true})
@@ -201,7 +202,7 @@ func TestRoutingPeer(t *testing.T) {
 	// Masquerade off: the LAN host sees the overlay address, and answers
 	// only once it has a route back.
 	x.in(x.r, func() error {
-		if err := fwd.Apply(labOverlay, []Route{{Network: labLAN}}); err != nil {
+		if err := fwd.Apply(labOverlays, []Route{{Network: labLAN}}); err != nil {
 			return err
 		}
 		return fw.SetRouting(acl.Routing{Networks: []netip.Prefix{labLAN}, AllowAll: true})
@@ -214,7 +215,7 @@ func TestRoutingPeer(t *testing.T) {
 	x.expect("no masquerade, route back", x.dial("80"), x.cIP.String())
 
 	// Close restores the sysctl and removes the NAT table.
-	x.in(x.r, func() error { return fwd.Apply(labOverlay, []Route{{Network: labLAN, Masquerade: true}}) })
+	x.in(x.r, func() error { return fwd.Apply(labOverlays, []Route{{Network: labLAN, Masquerade: true}}) })
 	x.in(x.r, func() error { return fwd.Close() })
 	x.expect("ip_forward after Close", x.sysctl(), "0")
 	if strings.Contains(x.tables(), nftfw.NATTable("ov")) {
@@ -232,7 +233,7 @@ func TestRoutingPeer(t *testing.T) {
 		if crashed, err = New(Options{StateDir: dir, Interface: "ov"}); err != nil {
 			return err
 		}
-		return crashed.Apply(labOverlay, []Route{{Network: labLAN, Masquerade: true}})
+		return crashed.Apply(labOverlays, []Route{{Network: labLAN, Masquerade: true}})
 	})
 	x.expect("ip_forward in the crashed run", x.sysctl(), "1")
 	if !strings.Contains(x.tables(), nftfw.NATTable("ov")) {
@@ -246,7 +247,7 @@ func TestRoutingPeer(t *testing.T) {
 	// The filter table a crashed run left is replaced whole by the next
 	// one's, which forwards nothing before its first map.
 	x.in(x.r, func() (err error) { fw, err = nftfw.New("ov"); return err })
-	x.in(x.r, func() error { return fwd.Apply(labOverlay, []Route{{Network: labLAN}}) })
+	x.in(x.r, func() error { return fwd.Apply(labOverlays, []Route{{Network: labLAN}}) })
 	x.expect("new run before its map", x.dial("80"), "")
 }
 
@@ -272,12 +273,14 @@ func TestRoutingPeerIPv6(t *testing.T) {
 			if err != nil {
 				return
 			}
-			_, _ = c.Write([]byte("ok"))
+			ap, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+			_, _ = c.Write([]byte(ap.Addr().String()))
 			c.Close()
 		}
 	}()
 	port := uint16(ln.Addr().(*net.TCPAddr).Port)
-	dial := func() bool {
+	// from connects and returns the source the LAN host saw ("": refused).
+	from := func() string {
 		var c net.Conn
 		err := netlab.Do(x.c, func() (err error) {
 			d := net.Dialer{Timeout: 700 * time.Millisecond}
@@ -285,11 +288,15 @@ func TestRoutingPeerIPv6(t *testing.T) {
 			return err
 		})
 		if err != nil {
-			return false
+			return ""
 		}
-		c.Close()
-		return true
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		b := make([]byte, 64)
+		n, _ := c.Read(b)
+		return string(b[:n])
 	}
+	dial := func() bool { return from() != "" }
 	var fw *nftfw.Firewall
 	var fwd *Forwarder
 	x.in(x.r, func() (err error) {
@@ -300,7 +307,7 @@ func TestRoutingPeerIPv6(t *testing.T) {
 		return err
 	})
 	t.Cleanup(func() { _ = netlab.Do(x.r, func() error { _ = fwd.Close(); return fw.Close() }) })
-	x.in(x.r, func() error { return fwd.Apply(labOverlay, []Route{{Network: lan6}}) })
+	x.in(x.r, func() error { return fwd.Apply(labOverlays, []Route{{Network: lan6}}) })
 	out, _ := x.l.Exec(x.r, "sysctl", "-n", "net.ipv6.conf.all.forwarding")
 	x.expect("IPv6 forwarding while routing", strings.TrimSpace(out), "1")
 	rule := func(src string, lo, hi uint16) {
@@ -327,7 +334,28 @@ func TestRoutingPeerIPv6(t *testing.T) {
 	if dial() {
 		t.Error("IPv6 flow from another source accepted")
 	}
+	rule("fd70::2/128", port, port)
+	x.expect("IPv6 without masquerade", from(), "fd70::2")
+
+	// Masquerade from the IPv6 overlay (the agent's dual-stack case): the
+	// LAN host sees the routing host and needs no route back.
+	x.sh("ip", "-n", x.lan, "route", "del", "fd70::/64", "via", "fd77::1")
+	x.expect("IPv6 without masquerade or a route back", from(), "")
+	overlays := []netip.Prefix{labOverlay, netip.MustParsePrefix("fd70::/64")}
+	x.in(x.r, func() error {
+		return fwd.Apply(overlays, []Route{{Network: labLAN, Masquerade: true}, {Network: lan6, Masquerade: true}})
+	})
+	x.expect("IPv6 masqueraded", from(), "fd77::1")
+	x.expect("IPv4 while the filter routes only IPv6", x.dial("80"), "")
+	x.in(x.r, func() error {
+		return fw.SetRouting(acl.Routing{Networks: []netip.Prefix{labLAN, lan6}, AllowAll: true})
+	})
+	x.expect("IPv4 masqueraded beside it", x.dial("80"), "192.168.77.1")
+	x.expect("IPv6 masqueraded, allow-all", from(), "fd77::1")
 	x.in(x.r, func() error { return fwd.Close() })
 	out, _ = x.l.Exec(x.r, "sysctl", "-n", "net.ipv6.conf.all.forwarding")
 	x.expect("IPv6 forwarding after Close", strings.TrimSpace(out), "0")
+	if strings.Contains(x.tables(), nftfw.NATTable("ov")) {
+		t.Error("NAT table left after Close")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -31,10 +32,12 @@ func NewNAT(iface string) (*NAT, error) {
 	return &NAT{iface: iface, table: &nftables.Table{Family: nftables.TableFamilyINet, Name: NATTable(iface)}}, nil
 }
 
-// Set masquerades packets from overlay to each of networks that leave by
+// Set masquerades packets from the overlay of a network's address family
+// (overlays: at most one per family) to each of networks that leave by
 // another interface than the WireGuard one, replacing what was there in
-// one transaction. No networks removes the table.
-func (n *NAT) Set(overlay netip.Prefix, networks []netip.Prefix) error {
+// one transaction. A network of a family no overlay has gets no rule: no
+// peer sends from there. No networks removes the table.
+func (n *NAT) Set(overlays []netip.Prefix, networks []netip.Prefix) error {
 	if len(networks) == 0 {
 		return n.Close()
 	}
@@ -50,13 +53,13 @@ func (n *NAT) Set(overlay netip.Prefix, networks []netip.Prefix) error {
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept})
 	// Leaving by the tunnel: a peer talking to a peer, never rewritten.
 	notOut := []expr.Any{&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: ifnameBytes(n.iface)}}
-	from := prefixMatch(overlay.Masked(), true)
 	for _, nw := range networks {
-		if nw.Addr().Is4() != overlay.Addr().Is4() {
-			continue // the overlay's family only: no peer sends from another
+		i := slices.IndexFunc(overlays, func(o netip.Prefix) bool { return o.IsValid() && o.Addr().Is4() == nw.Addr().Is4() })
+		if i < 0 {
+			continue
 		}
 		var e []expr.Any
-		e = append(e, from...)
+		e = append(e, prefixMatch(overlays[i].Masked(), true)...)
 		e = append(e, prefixMatch(nw, false)...)
 		e = append(e, notOut...)
 		e = append(e, &expr.Counter{}, &expr.Masq{})

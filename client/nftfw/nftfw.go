@@ -28,6 +28,7 @@ type Firewall struct {
 	rules    []acl.Rule
 	allowAll bool
 	overlay  netip.Prefix
+	overlay6 netip.Prefix // the IPv6 overlay; zero: no IPv6 source is a peer
 	routing  acl.Routing
 }
 
@@ -72,6 +73,21 @@ func (f *Firewall) SetOverlay(overlay netip.Prefix) error {
 	f.overlay = overlay.Masked()
 	if err := f.install(); err != nil {
 		f.overlay = prev
+		return err
+	}
+	return nil
+}
+
+// SetOverlay6 sets the IPv6 overlay network, as SetOverlay does the IPv4
+// one. The zero Prefix (no IPv6 address) admits no IPv6 peer once the
+// IPv4 overlay is set: only replies to what this host opened.
+func (f *Firewall) SetOverlay6(overlay netip.Prefix) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prev := f.overlay6
+	f.overlay6 = overlay.Masked()
+	if err := f.install(); err != nil {
+		f.overlay6 = prev
 		return err
 	}
 	return nil
@@ -130,30 +146,39 @@ func (f *Firewall) install() error {
 		}
 		c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: all})
 	}
-	// Peers' own addresses only, once the overlay is known.
-	var fromOverlay []expr.Any
+	// Peers' own addresses only, once the overlay is known: one source
+	// match per overlay (IPv4, and IPv6 when this peer has an address
+	// there); before, any source (nil).
+	fromOverlay := [][]expr.Any{nil}
 	if f.overlay.IsValid() {
-		fromOverlay = prefixMatch(f.overlay, true)
+		fromOverlay = [][]expr.Any{prefixMatch(f.overlay, true)}
+		if f.overlay6.IsValid() {
+			fromOverlay = append(fromOverlay, prefixMatch(f.overlay6, true))
+		}
 	}
 	for _, r := range inDrop {
-		for _, m := range matches(r, true) {
+		for _, m := range peerMatches(r, true) {
 			add(in, inIf, m, verdict(expr.VerdictDrop))
 		}
 	}
 	add(in, inIf, established(), verdict(expr.VerdictAccept))
 	if f.allowAll {
-		add(in, inIf, fromOverlay, verdict(expr.VerdictAccept))
+		for _, src := range fromOverlay {
+			add(in, inIf, src, verdict(expr.VerdictAccept))
+		}
 	} else {
 		for _, r := range inAccept {
-			for _, m := range matches(r, true) {
-				add(in, inIf, fromOverlay, m, verdict(expr.VerdictAccept))
+			for _, m := range peerMatches(r, true) {
+				for _, src := range fromOverlay {
+					add(in, inIf, src, m, verdict(expr.VerdictAccept))
+				}
 			}
 		}
 	}
 	add(in, inIf, []expr.Any{&expr.Counter{}}, verdict(expr.VerdictDrop))
 	f.addForward(fwd, chain("routed", nil), inIf, add)
 	for _, r := range outDrop {
-		for _, m := range matches(r, false) {
+		for _, m := range peerMatches(r, false) {
 			add(out, outIf, m, verdict(expr.VerdictDrop))
 		}
 	}
@@ -195,25 +220,32 @@ func established() []expr.Any {
 	}
 }
 
+// peerMatches is a peer rule as nftables expressions: the rules' one
+// ICMP is ICMPv6 for an IPv6 peer and both for any peer (as in package
+// acl, which reads ICMPv6 as ICMP).
+func peerMatches(r acl.Rule, fromPeer bool) [][]expr.Any {
+	if r.Proto != acl.ProtoICMP {
+		return matches(r, fromPeer)
+	}
+	peer := r.Peer.Unmap()
+	if peer.IsValid() && !peer.IsUnspecified() {
+		if peer.Is6() {
+			r.Proto = unix.IPPROTO_ICMPV6
+		}
+		return matches(r, fromPeer)
+	}
+	v6 := r
+	v6.Proto = unix.IPPROTO_ICMPV6
+	return append(matches(r, fromPeer), matches(v6, fromPeer)...)
+}
+
 // matches is r as nftables expressions; a rule with ports but any
 // protocol becomes one match for TCP and one for UDP (ports exist only
 // there, as in package acl). fromPeer: the peer is the packet's source.
 func matches(r acl.Rule, fromPeer bool) [][]expr.Any {
 	var base []expr.Any
-	if r.Peer.IsValid() && !r.Peer.Unmap().Is4() {
-		return nil // peers are IPv4 (as in package acl): matches nothing
-	}
-	if r.Peer.IsValid() && !r.Peer.IsUnspecified() {
-		off := uint32(16) // destination address
-		if fromPeer {
-			off = 12 // source address
-		}
-		base = append(base,
-			&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: 4},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: addr4(r.Peer)},
-		)
+	if peer := r.Peer.Unmap(); peer.IsValid() && !peer.IsUnspecified() {
+		base = prefixMatch(netip.PrefixFrom(peer, peer.BitLen()), fromPeer)
 	}
 	ports := r.PortLo != 0 || r.PortHi != 0
 	protos := []uint8{r.Proto}
@@ -238,9 +270,4 @@ func matches(r acl.Rule, fromPeer bool) [][]expr.Any {
 		out = append(out, m)
 	}
 	return out
-}
-
-func addr4(a netip.Addr) []byte {
-	b := a.Unmap().As4()
-	return b[:]
 }

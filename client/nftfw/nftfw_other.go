@@ -29,6 +29,9 @@ func (*Firewall) Close() error { return nil }
 // SetOverlay does nothing.
 func (*Firewall) SetOverlay(netip.Prefix) error { return nil }
 
+// SetOverlay6 does nothing.
+func (*Firewall) SetOverlay6(netip.Prefix) error { return nil }
+
 // SetRouting does nothing.
 func (*Firewall) SetRouting(acl.Routing) error { return nil }
 
@@ -44,7 +47,7 @@ func NewNAT(string) (*NAT, error) {
 }
 
 // Set does nothing.
-func (*NAT) Set(netip.Prefix, []netip.Prefix) error { return nil }
+func (*NAT) Set([]netip.Prefix, []netip.Prefix) error { return nil }
 
 // Close does nothing.
 func (*NAT) Close() error { return nil }

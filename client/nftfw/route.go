@@ -19,6 +19,14 @@ import (
 // Packets towards the interface (a LAN answering, or opening a flow to a
 // peer) keep the chain's accept policy.
 func (f *Firewall) addForward(fwd, routed *nftables.Chain, inIf []expr.Any, add func(*nftables.Chain, ...[]expr.Any)) {
+	// Another peer's overlay address is never forwarded to, whatever a
+	// routed 0.0.0.0/0 or ::/0 contains: a peer management left out of
+	// the other's map would reach it through this one.
+	for _, o := range []netip.Prefix{f.overlay, f.overlay6} {
+		if o.IsValid() {
+			add(fwd, inIf, prefixMatch(o, false), []expr.Any{&expr.Counter{}}, verdict(expr.VerdictDrop))
+		}
+	}
 	add(fwd, inIf, established(), verdict(expr.VerdictAccept))
 	for _, n := range f.routing.Networks {
 		add(fwd, inIf, prefixMatch(n, false), []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: routed.Name}})

@@ -29,6 +29,11 @@ type System interface {
 // the servers point to.
 type refresher interface{ refreshEvery() time.Duration }
 
+// overlayUser is a System that needs the mesh's networks: Linux puts the
+// IPv6 overlay into its table while an IPv4-only exit node's guard makes
+// the rest of IPv6 unreachable there.
+type overlayUser interface{ setOverlay(ps []netip.Prefix) }
+
 // Caps on what a network map makes the agent install: a map (or a DNS
 // answer) must not be able to fill the routing table.
 const (
@@ -92,6 +97,9 @@ func NewManager(cfg Config) *Manager {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if o, ok := cfg.System.(overlayUser); ok {
+		o.setOverlay(slices.Clone(cfg.Overlay))
+	}
 	return &Manager{cfg: cfg, sel: cfg.Selection.clone(), chooser: NewChooser(cfg.Grace),
 		chosen: map[HAID]Route{}, resolved: map[HAID]map[string][]netip.Addr{}, learnedAt: map[HAID]map[string]time.Time{},
 		overlay: slices.Clone(cfg.Overlay), dropped: map[string]bool{}}
@@ -114,6 +122,10 @@ func (m *Manager) SetOverlay(ps ...netip.Prefix) {
 		return
 	}
 	m.overlay = next
+	if o, ok := m.cfg.System.(overlayUser); ok {
+		o.setOverlay(slices.Clone(next))
+		m.applied = false // the next Evaluate applies it
+	}
 	for id, byName := range m.resolved {
 		for d, addrs := range byName {
 			byName[d] = m.usableAddrs(d, addrs)
@@ -488,6 +500,9 @@ func (m *Manager) Networks() []Network {
 	slices.Sort(order)
 	out := make([]Network, 0, len(order))
 	for _, id := range order {
+		// An exit node's pair lists as "0.0.0.0/0,::/0" whatever the
+		// order of its groups.
+		slices.SortFunc(by[id].Prefixes, comparePrefix)
 		out = append(out, *by[id])
 	}
 	return out

@@ -39,6 +39,8 @@ type record struct {
 	Table     int            `json:"table,omitempty"`
 	Rules     []recordRule   `json:"rules,omitempty"`
 	Routes    []netip.Prefix `json:"routes,omitempty"`
+	// Unreachable: prefixes made unreachable in the table (v6Guard).
+	Unreachable []netip.Prefix `json:"unreachable,omitempty"`
 	// Gateway and Bypass: host routes keeping servers outside the tunnel
 	// (macOS, Windows).
 	Gateway map[string]string `json:"gateway,omitempty"`
@@ -78,7 +80,7 @@ func writeRecord(path string, r record) error {
 	if path == "" {
 		return nil
 	}
-	if len(r.Rules) == 0 && len(r.Routes) == 0 && len(r.Bypass) == 0 {
+	if len(r.Rules) == 0 && len(r.Routes) == 0 && len(r.Unreachable) == 0 && len(r.Bypass) == 0 {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove the routes record: %w", err)
 		}
@@ -97,6 +99,27 @@ func writeRecord(path string, r record) error {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write the routes record: %w", err)
+	}
+	return nil
+}
+
+// v6Guard is what an exit node for IPv4 alone leaves open: while
+// 0.0.0.0/0 enters the tunnel and ::/0 does not (this peer has no IPv6
+// overlay address, or the map has no IPv6 default), the host's IPv6
+// default route would still carry its internet traffic past the exit
+// node. The official client makes ::/0 unreachable in its table then, and
+// so do we: IPv6 to the internet fails at once (applications fall back to
+// IPv4, through the exit node) instead of leaking. More specific routes
+// of the main table (the LAN) still win while the LAN is kept.
+func v6Guard(want []netip.Prefix) []netip.Prefix {
+	v4, v6 := false, false
+	for _, p := range want {
+		if p.Bits() == 0 {
+			v4, v6 = v4 || p.Addr().Is4(), v6 || p.Addr().Is6()
+		}
+	}
+	if v4 && !v6 {
+		return []netip.Prefix{netip.PrefixFrom(netip.IPv6Unspecified(), 0)}
 	}
 	return nil
 }

@@ -90,7 +90,6 @@ func famKey(a netip.Addr) string {
 
 // Apply implements System.
 func (s *cmdSystem) Apply(ctx context.Context, want []netip.Prefix, keep []netip.Addr) error {
-	cover := covering(want, keep)
 	gws := map[string]string{}
 	for k, v := range s.rec.Gateway {
 		gws[k] = v
@@ -102,28 +101,47 @@ func (s *cmdSystem) Apply(ctx context.Context, want []netip.Prefix, keep []netip
 	asked := map[string]bool{}
 	left := map[netip.Prefix][]netip.Addr{}
 	var bypass []netip.Addr
-	for p, addrs := range cover {
-		ok := true
-		for _, a := range addrs {
-			if fam := famKey(a); !asked[fam] {
-				asked[fam] = true
-				if gw, found := s.findGateway(ctx, !a.Is4()); found {
-					if old, had := gws[fam]; had && old != gw.String() {
-						s.cfg.Log.Info("default gateway changed; moving the servers' host routes", "from", old, "to", gw.String())
+	// hostRoutes finds the host routes the prefixes of ps need; those
+	// whose gateway is unknown go into left.
+	hostRoutes := func(ps []netip.Prefix) {
+		for p, addrs := range covering(ps, keep) {
+			ok := true
+			for _, a := range addrs {
+				if fam := famKey(a); !asked[fam] {
+					asked[fam] = true
+					if gw, found := s.findGateway(ctx, !a.Is4()); found {
+						if old, had := gws[fam]; had && old != gw.String() {
+							s.cfg.Log.Info("default gateway changed; moving the servers' host routes", "from", old, "to", gw.String())
+						}
+						gws[fam] = gw.String()
 					}
-					gws[fam] = gw.String()
+				}
+				if _, known := gws[famKey(a)]; !known {
+					ok = false
 				}
 			}
-			if _, known := gws[famKey(a)]; !known {
-				ok = false
+			if !ok {
+				left[p] = addrs
+				continue
 			}
+			bypass = append(bypass, addrs...)
 		}
-		if !ok {
-			left[p] = addrs
-			continue
-		}
-		bypass = append(bypass, addrs...)
 	}
+	hostRoutes(want)
+	// An exit node for IPv4 alone (and installed): IPv6 is routed into
+	// the tunnel as the two halves of ::/0 too, where no peer takes it
+	// (the exit node's allowed IPs hold no IPv6 default), so it fails at
+	// once instead of leaking past the exit node by the host's IPv6
+	// default route. The servers' IPv6 addresses get host routes as for
+	// any route; without an IPv6 default gateway the host has no IPv6 way
+	// out to them (nor anything to leak by), and the guard goes in
+	// without them rather than staying out.
+	guard := v6Guard(slices.DeleteFunc(slices.Clone(want), func(p netip.Prefix) bool { return len(left[p]) > 0 }))
+	hostRoutes(guard)
+	for _, p := range guard {
+		delete(left, p)
+	}
+	want = append(slices.Clone(want), guard...)
 	slices.SortFunc(bypass, netip.Addr.Compare)
 	bypass = slices.Compact(bypass)
 	var installs []netip.Prefix
@@ -282,11 +300,10 @@ func (darwinCommands) parseGateway(out []byte, v6 bool) (netip.Addr, bool) {
 		if !ok || strings.TrimSpace(k) != "gateway" {
 			continue
 		}
-		v = strings.TrimSpace(v)
-		if i := strings.IndexByte(v, '%'); i >= 0 {
-			v = v[:i] // fe80::1%en0: the zone goes with -ifscope, not here
-		}
-		a, err := netip.ParseAddr(v)
+		// fe80::1%en0 (the usual IPv6 default gateway) keeps its zone:
+		// route(8) needs it to reach a link-local gateway, in the servers'
+		// host routes as in the command line it came from.
+		a, err := netip.ParseAddr(strings.TrimSpace(v))
 		if err != nil || a.Is4() == v6 {
 			return netip.Addr{}, false
 		}

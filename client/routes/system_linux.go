@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"sync"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -20,7 +21,9 @@ import (
 // agent's own sockets (marked, see internal/sockmark) keep using the main
 // table, and a rule before it consults the main table for everything but
 // its default route, so the LAN and other specific routes keep working
-// while an exit node holds the default route. The numbers are the official
+// while an exit node holds the default route. Both address families get
+// the same rules; an IPv4-only exit node makes the IPv6 default
+// unreachable in the table (v6Guard). The numbers are the official
 // client's, so tools and firewall rules written for it keep working.
 const (
 	Table            = 7120
@@ -35,6 +38,18 @@ type linuxSystem struct {
 	mark    uint32
 	canMark bool
 	rec     record // what is installed
+	// overlay6: the mesh's IPv6 networks (Manager.SetOverlay). Without
+	// the LAN rule, unmarked IPv6 meets the guard's unreachable ::/0 in
+	// the table before the main table's overlay route: the table gets
+	// the overlay too while the guard is in.
+	mu       sync.Mutex
+	overlay6 []netip.Prefix
+}
+
+func (s *linuxSystem) setOverlay(ps []netip.Prefix) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.overlay6 = slices.DeleteFunc(ps, func(p netip.Prefix) bool { return !p.Addr().Is6() })
 }
 
 // NewSystem returns the Linux routing tables, after removing what a
@@ -57,7 +72,7 @@ func newLinux(cfg SystemConfig, h *netlink.Handle, table int, canMark bool) (*li
 		return nil, err
 	}
 	if ok {
-		cfg.Log.Info("removing routes left by an earlier run", "routes", len(old.Routes), "rules", len(old.Rules))
+		cfg.Log.Info("removing routes left by an earlier run", "routes", len(old.Routes)+len(old.Unreachable), "rules", len(old.Rules))
 		if err := s.remove(old, nil); err != nil {
 			return nil, fmt.Errorf("remove routes left by an earlier run: %w", err)
 		}
@@ -100,6 +115,21 @@ func (s *linuxSystem) Apply(_ context.Context, want []netip.Prefix, keep []netip
 		want = slices.DeleteFunc(slices.Clone(want), func(p netip.Prefix) bool { return len(left[p]) > 0 })
 		cutErr = cutOffError(left)
 	}
+	guard := v6Guard(want)
+	if !s.canMark && len(covering(guard, keep)) > 0 {
+		// Unmarked, the guard would take the agent's own IPv6 traffic
+		// to its servers too: IPv6 stays open rather than cut them off.
+		guard = nil
+	}
+	if len(guard) > 0 {
+		s.mu.Lock()
+		for _, o := range s.overlay6 {
+			if !slices.Contains(want, o) {
+				want = append(slices.Clone(want), o)
+			}
+		}
+		s.mu.Unlock()
+	}
 	var link netlink.Link
 	if len(want) > 0 {
 		var err error
@@ -107,7 +137,7 @@ func (s *linuxSystem) Apply(_ context.Context, want []netip.Prefix, keep []netip
 			return fmt.Errorf("interface %s: %w", s.cfg.Interface, err)
 		}
 	}
-	next := record{Interface: s.cfg.Interface, Table: s.table, Routes: slices.Clone(want)}
+	next := record{Interface: s.cfg.Interface, Table: s.table, Routes: slices.Clone(want), Unreachable: guard}
 	if len(want) > 0 {
 		next.Rules = s.rules()
 	}
@@ -115,6 +145,7 @@ func (s *linuxSystem) Apply(_ context.Context, want []netip.Prefix, keep []netip
 	union := next
 	union.Rules = mergeRules(s.rec.Rules, next.Rules)
 	union.Routes = mergePrefixes(s.rec.Routes, next.Routes)
+	union.Unreachable = mergePrefixes(s.rec.Unreachable, next.Unreachable)
 	if err := writeRecord(s.cfg.StateFile, union); err != nil {
 		return err
 	}
@@ -125,6 +156,18 @@ func (s *linuxSystem) Apply(_ context.Context, want []netip.Prefix, keep []netip
 		if err := s.h.RouteReplace(s.route(p, link.Attrs().Index)); err != nil {
 			errs = append(errs, fmt.Errorf("add route %s: %w", p, err))
 			next.Routes = slices.DeleteFunc(next.Routes, func(q netip.Prefix) bool { return q == p })
+		}
+	}
+	for _, p := range guard {
+		err := s.h.RouteReplace(s.unreachable(p))
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.EAFNOSUPPORT):
+			// A host without IPv6 has nothing to leak.
+			next.Unreachable = slices.DeleteFunc(next.Unreachable, func(q netip.Prefix) bool { return q == p })
+		default:
+			// Kept in the record: an earlier apply may have installed it.
+			errs = append(errs, fmt.Errorf("make %s unreachable: %w", p, err))
 		}
 	}
 	var noV6 bool
@@ -143,10 +186,17 @@ func (s *linuxSystem) Apply(_ context.Context, want []netip.Prefix, keep []netip
 	if noV6 {
 		next.Rules = slices.DeleteFunc(next.Rules, func(r recordRule) bool { return r.Family == unix.AF_INET6 })
 	}
+	// A prefix that moved between Routes and Unreachable was replaced in
+	// place: deleting it now would take the new route with it.
 	stale := record{Table: s.table}
 	for _, p := range s.rec.Routes {
-		if !slices.Contains(want, p) {
+		if !slices.Contains(want, p) && !slices.Contains(guard, p) {
 			stale.Routes = append(stale.Routes, p)
+		}
+	}
+	for _, p := range s.rec.Unreachable {
+		if !slices.Contains(want, p) && !slices.Contains(guard, p) {
+			stale.Unreachable = append(stale.Unreachable, p)
 		}
 	}
 	for _, r := range s.rec.Rules {
@@ -169,6 +219,10 @@ func (s *linuxSystem) route(p netip.Prefix, ifindex int) *netlink.Route {
 		LinkIndex: ifindex, Dst: ipNet(p), Table: s.table, Scope: netlink.SCOPE_LINK,
 		Family: family(p.Addr()),
 	}
+}
+
+func (s *linuxSystem) unreachable(p netip.Prefix) *netlink.Route {
+	return &netlink.Route{Dst: ipNet(p), Table: s.table, Type: unix.RTN_UNREACHABLE, Family: family(p.Addr())}
 }
 
 // remove deletes a record's rules and routes; what is already gone is not
@@ -194,6 +248,13 @@ func (s *linuxSystem) remove(r record, link netlink.Link) error {
 			errs = append(errs, fmt.Errorf("delete route %s: %w", p, err))
 		}
 	}
+	for _, p := range r.Unreachable {
+		rt := s.unreachable(p)
+		rt.Table = table
+		if err := s.h.RouteDel(rt); err != nil && !gone(err) {
+			errs = append(errs, fmt.Errorf("delete unreachable route %s: %w", p, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -208,8 +269,10 @@ func (s *linuxSystem) Close(context.Context) error {
 	return err
 }
 
+// gone reports an error saying there is nothing to delete: a host
+// without IPv6 (EAFNOSUPPORT) has no IPv6 route or rule of ours.
 func gone(err error) bool {
-	return errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV)
+	return errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.EAFNOSUPPORT)
 }
 
 func family(a netip.Addr) int {

@@ -27,3 +27,15 @@ func (d *Device) SetAddress(p netip.Prefix, mtu int) error {
 	}
 	return nil
 }
+
+// SetAddress6 assigns the IPv6 overlay address to the utun interface and
+// routes the IPv6 overlay to it; the zero Prefix removes what it set.
+func (d *Device) SetAddress6(p netip.Prefix) error {
+	d.mu6.Lock()
+	defer d.mu6.Unlock()
+	set, err := setAddress6Darwin(func(name string, args ...string) ([]byte, error) {
+		return exec.Command(name, args...).CombinedOutput()
+	}, d.name, d.addr6, p)
+	d.addr6 = set
+	return err
+}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.zx2c4.com/wireguard/device"
@@ -23,6 +24,11 @@ type Device struct {
 	dev  *device.Device
 	bind *Bind
 	log  *slog.Logger
+
+	// mu6 guards addr6, the IPv6 overlay address SetAddress6 set: macOS
+	// and Windows remove an address by naming it.
+	mu6   sync.Mutex
+	addr6 netip.Prefix
 }
 
 // Config describes the interface.

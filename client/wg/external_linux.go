@@ -206,6 +206,9 @@ func (e *External) Port() int { return e.bind.Port() }
 // SetAddress assigns the overlay address and brings the link up.
 func (e *External) SetAddress(p netip.Prefix, mtu int) error { return setAddress(e.name, p, mtu) }
 
+// SetAddress6 assigns the IPv6 overlay address (the zero Prefix removes it).
+func (e *External) SetAddress6(p netip.Prefix) error { return setAddress6(e.name, p) }
+
 // SetPeer adds or updates a peer; an endpoint routes its traffic by that
 // path (through the peer's proxy).
 func (e *External) SetPeer(p Peer) error {

@@ -23,6 +23,7 @@ func (*External) Name() string                             { return "" }
 func (*External) Bind() *Bind                              { return nil }
 func (*External) Port() int                                { return 0 }
 func (*External) SetAddress(netip.Prefix, int) error       { return ErrNoKernel }
+func (*External) SetAddress6(netip.Prefix) error           { return ErrNoKernel }
 func (*External) SetPeer(Peer) error                       { return ErrNoKernel }
 func (*External) RemovePeer(key.Public) error              { return ErrNoKernel }
 func (*External) PeerStats() (map[key.Public]Stats, error) { return nil, ErrNoKernel }

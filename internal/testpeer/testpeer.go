@@ -29,7 +29,10 @@ type Peer struct {
 	// SSHPubKey is reported at login (PeerKeys.sshPubKey), as an agent
 	// reports its SSH host key; empty sends none.
 	SSHPubKey string
-	client    mgmtpb.ManagementServiceClient
+	// IPv6 reports capability IPv6Overlay (2), as a NetBird v0.77 client
+	// with IPv6 on does; DisableIPv6 reports flags.disableIPv6.
+	IPv6, DisableIPv6 bool
+	client            mgmtpb.ManagementServiceClient
 }
 
 // New creates a peer with a fresh key.
@@ -74,8 +77,15 @@ func (p *Peer) shared(ctx context.Context) (*envelope.Shared, key.Public, error)
 
 // Meta is what the official client reports.
 func (p *Peer) Meta() *mgmtpb.PeerSystemMeta {
-	return &mgmtpb.PeerSystemMeta{Hostname: p.Hostname, GoOS: "linux", NetbirdVersion: p.Version, Kernel: "Linux",
+	m := &mgmtpb.PeerSystemMeta{Hostname: p.Hostname, GoOS: "linux", NetbirdVersion: p.Version, Kernel: "Linux",
 		Capabilities: []mgmtpb.PeerCapability{mgmtpb.PeerCapability_PeerCapabilitySourcePrefixes}, SyncMessageVersion: 1}
+	if p.IPv6 {
+		m.Capabilities = append(m.Capabilities, mgmtpb.PeerCapability_PeerCapabilityIPv6Overlay)
+	}
+	if p.DisableIPv6 {
+		m.Flags = &mgmtpb.Flags{DisableIPv6: true}
+	}
+	return m
 }
 
 // Seal builds an EncryptedMessage for the server.

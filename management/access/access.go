@@ -24,6 +24,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/dnsadmin"
 	"github.com/wiremesh/wiremesh/management/routing"
 	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/v6addr"
 )
 
 // Errors callers check with errors.Is.
@@ -193,6 +194,13 @@ func (s *Service) putGroup(ctx context.Context, acc account.ID, id account.Group
 		} else if err != nil {
 			return err
 		}
+		// Peers that joined or left an IPv6-enabled group gain or lose
+		// their IPv6 overlay address.
+		if _, err := v6addr.GroupsChanged(ctx, at, id); errors.Is(err, v6addr.ErrNetworkTooSmall) {
+			return fmt.Errorf("%w: peers: %w", ErrInvalid, err)
+		} else if err != nil {
+			return err
+		}
 		if resources != nil {
 			return placeResources(ctx, at, id, resources)
 		}
@@ -218,8 +226,19 @@ func (s *Service) DeleteGroup(ctx context.Context, acc account.ID, id account.Gr
 	})
 }
 
-// linked reports what still names a group.
+// linked reports what still names a group. It takes the account lock
+// before reading the settings: a settings change naming the group in
+// ipv6_enabled_groups (which checks that the group exists, under the
+// lock) then either committed before, and the group is refused here, or
+// runs after the delete and fails on the missing group.
 func linked(ctx context.Context, at *store.AccountTx, id account.GroupID) error {
+	acc, err := at.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(acc.Settings.IPv6EnabledGroups, id) {
+		return fmt.Errorf("%w: group has been linked to the account settings: ipv6_enabled_groups", ErrInUse)
+	}
 	ps, err := at.Policies(ctx)
 	if err != nil {
 		return err

@@ -25,10 +25,12 @@ const DefaultDomain = "netbird.selfhosted"
 
 // Account is a tenant: its peers share an overlay network and DNS domain.
 type Account struct {
-	ID        ID           `json:"id"`
-	Domain    string       `json:"domain"`
-	Network   netip.Prefix `json:"network"` // overlay network, a /16 inside 100.64.0.0/10
-	Serial    uint64       `json:"serial"`  // network serial, bumped by every change that affects maps
+	ID      ID           `json:"id"`
+	Domain  string       `json:"domain"`
+	Network netip.Prefix `json:"network"` // overlay network, a /16 inside 100.64.0.0/10
+	// NetworkV6 is the account's IPv6 overlay, a random ULA /64 (fd00::/8).
+	NetworkV6 netip.Prefix `json:"network_v6"`
+	Serial    uint64       `json:"serial"` // network serial, bumped by every change that affects maps
 	CreatedAt time.Time    `json:"created_at"`
 	Settings  Settings     `json:"settings"`
 }
@@ -55,6 +57,9 @@ type Meta struct {
 	ConnectionIP string `json:"connection_ip,omitempty"`
 	// Flags are the peer's local settings as its agent reports them.
 	Flags LocalFlags `json:"flags,omitzero"`
+	// IPv6Overlay: the agent reported capability IPv6Overlay (2), so it
+	// can take an address in the account's IPv6 overlay.
+	IPv6Overlay bool `json:"ipv6_overlay,omitempty"`
 }
 
 // LocalFlags are settings a peer's owner chose on the peer itself
@@ -71,14 +76,21 @@ type LocalFlags struct {
 	BlockLANAccess        bool `json:"block_lan_access,omitempty"`
 	BlockInbound          bool `json:"block_inbound,omitempty"`
 	LazyConnectionEnabled bool `json:"lazy_connection_enabled,omitempty"`
+	// DisableIPv6: the owner turned the IPv6 overlay off on the peer
+	// (netbird up --disable-ipv6); management then gives it no v6 address.
+	DisableIPv6 bool `json:"disable_ipv6,omitempty"`
 }
 
 // Peer is one registered machine.
 type Peer struct {
-	ID         PeerID     `json:"id"`
-	AccountID  ID         `json:"account_id"`
-	Key        key.Public `json:"key"`
-	IP         netip.Addr `json:"ip"`
+	ID        PeerID     `json:"id"`
+	AccountID ID         `json:"account_id"`
+	Key       key.Public `json:"key"`
+	IP        netip.Addr `json:"ip"`
+	// IPv6 is the peer's address in the account's NetworkV6; the zero
+	// Addr when the peer has none (not capable, disabled, or in no group
+	// of Settings.IPv6EnabledGroups).
+	IPv6       netip.Addr `json:"ipv6,omitzero"`
 	Name       string     `json:"name"`      // display name, from the hostname
 	DNSLabel   string     `json:"dns_label"` // unique in the account; FQDN is DNSLabel.Domain
 	Meta       Meta       `json:"meta"`
@@ -108,6 +120,10 @@ type Peer struct {
 	// --allow-server-ssh (Flags.ServerSSHAllowed) are both on.
 	SSHEnabled bool `json:"ssh_enabled,omitempty"`
 }
+
+// SupportsIPv6 reports whether the peer's agent can use the IPv6 overlay:
+// it reported the capability and its owner did not turn IPv6 off.
+func (p Peer) SupportsIPv6() bool { return p.Meta.IPv6Overlay && !p.Meta.Flags.DisableIPv6 }
 
 // FQDN returns the peer's fully qualified name in domain.
 func (p Peer) FQDN(domain string) string { return p.DNSLabel + "." + domain }

@@ -136,6 +136,35 @@ func ParseNetworkRange(s string) (netip.Prefix, error) {
 	return netip.Prefix{}, fmt.Errorf("%w: network_range must lie in 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or 100.64.0.0/10", ErrBadSettings)
 }
 
+// IPv6 overlay range limits, as NetBird's: /48 (largest) to /120.
+const (
+	MinNetworkV6Bits = 48
+	MaxNetworkV6Bits = 120
+)
+
+// ParseNetworkRangeV6 checks a custom IPv6 overlay range: an IPv6 CIDR,
+// /48 to /120, of unicast addresses (not loopback, link-local, multicast,
+// unspecified or IPv4-mapped; a ULA in fd00::/8 is the usual choice). It
+// returns the masked prefix.
+func ParseNetworkRangeV6(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(strings.TrimSpace(s))
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%w: network_range_v6 %q is not a CIDR", ErrBadSettings, s)
+	}
+	p = p.Masked()
+	a := p.Addr()
+	if !a.Is6() || a.Is4In6() {
+		return netip.Prefix{}, fmt.Errorf("%w: network_range_v6 must be IPv6", ErrBadSettings)
+	}
+	if p.Bits() < MinNetworkV6Bits || p.Bits() > MaxNetworkV6Bits {
+		return netip.Prefix{}, fmt.Errorf("%w: network_range_v6 must be a /%d to /%d", ErrBadSettings, MinNetworkV6Bits, MaxNetworkV6Bits)
+	}
+	if a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a.IsLinkLocalUnicast() || !a.IsGlobalUnicast() && !a.IsPrivate() {
+		return netip.Prefix{}, fmt.Errorf("%w: network_range_v6 must be a unicast range (not loopback, link-local or multicast), e.g. a ULA in fd00::/8", ErrBadSettings)
+	}
+	return p, nil
+}
+
 // Hosts is how many peer addresses a network holds (without the network
 // and broadcast addresses).
 func Hosts(p netip.Prefix) int {

@@ -143,6 +143,11 @@ type Settings struct {
 	// account's local users for a TOTP second factor, enrolling each at its
 	// next password login.
 	LocalMFAEnabled bool `json:"local_mfa_enabled,omitempty"`
+	// IPv6EnabledGroups: peers in one of these groups that support the
+	// IPv6 overlay (Peer.SupportsIPv6) get an address in the account's
+	// NetworkV6. New accounts name the All group; accounts upgraded from
+	// before the overlay none.
+	IPv6EnabledGroups []GroupID `json:"ipv6_enabled_groups,omitempty"`
 }
 
 // DefaultSettings are a new account's settings: SSO peers log in again

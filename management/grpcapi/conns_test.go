@@ -71,7 +71,7 @@ func TestReportConnsAdmission(t *testing.T) {
 	e.ix, e.loaded = networkmap.NewIndex(acc, ps, access), true
 	e.remote = remoteCache{}
 	for i := range ps {
-		e.remote[ps[i].ID] = newShown(&ps[i], acc.Domain)
+		e.remote[ps[i].ID] = newShown(&ps[i], acc.Domain, e.ix.IsV6(ps[i].ID))
 	}
 	e.mu.Unlock()
 

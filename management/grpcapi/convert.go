@@ -3,12 +3,14 @@ package grpcapi
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/wiremesh/wiremesh/internal/compactip"
 	"github.com/wiremesh/wiremesh/internal/dnszone"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/networkmap"
@@ -62,8 +64,12 @@ func metaFromProto(m *mgmtpb.PeerSystemMeta) account.Meta {
 			ServerSSHAllowed: f.GetServerSSHAllowed(), DisableClientRoutes: f.GetDisableClientRoutes(),
 			DisableServerRoutes: f.GetDisableServerRoutes(), DisableDNS: f.GetDisableDNS(), DisableFirewall: f.GetDisableFirewall(),
 			BlockLANAccess: f.GetBlockLANAccess(), BlockInbound: f.GetBlockInbound(), LazyConnectionEnabled: f.GetLazyConnectionEnabled(),
+			DisableIPv6: f.GetDisableIPv6(),
 		}
 	}
+	// Capabilities are a set: an agent that lists one twice, or values
+	// this server does not know, still means what it says about IPv6.
+	out.IPv6Overlay = slices.Contains(m.GetCapabilities(), mgmtpb.PeerCapability_PeerCapabilityIPv6Overlay)
 	for i, a := range m.GetNetworkAddresses() {
 		if i == 32 {
 			break
@@ -101,17 +107,25 @@ func legacyClient(version string) bool {
 
 // allowAllRules is the explicit allow-all the spec recommends: ALL IN and
 // ALL OUT for any peer, with a 0.0.0.0/0 source prefix for clients that
-// read sourcePrefixes.
-func allowAllRules() []*mgmtpb.FirewallRule {
-	any4 := []byte{0, 0, 0, 0, 0}
-	return []*mgmtpb.FirewallRule{
-		{PeerIP: "0.0.0.0", Direction: mgmtpb.RuleDirection_IN, Action: mgmtpb.RuleAction_ACCEPT, Protocol: mgmtpb.RuleProtocol_ALL, SourcePrefixes: [][]byte{any4}},
-		{PeerIP: "0.0.0.0", Direction: mgmtpb.RuleDirection_OUT, Action: mgmtpb.RuleAction_ACCEPT, Protocol: mgmtpb.RuleProtocol_ALL, SourcePrefixes: [][]byte{any4}},
+// read sourcePrefixes; with v6 (a v6-active receiver) also their twins
+// for any v6 peer, PeerIP "::" and source ::/0, as NetBird sends them.
+func allowAllRules(v6 bool) []*mgmtpb.FirewallRule {
+	out := make([]*mgmtpb.FirewallRule, 0, 4)
+	anys := []netip.Prefix{netip.PrefixFrom(netip.IPv4Unspecified(), 0)}
+	if v6 {
+		anys = append(anys, netip.PrefixFrom(netip.IPv6Unspecified(), 0))
 	}
+	for _, a := range anys {
+		for _, dir := range []mgmtpb.RuleDirection{mgmtpb.RuleDirection_IN, mgmtpb.RuleDirection_OUT} {
+			out = append(out, &mgmtpb.FirewallRule{PeerIP: a.Addr().String(), Direction: dir, Action: mgmtpb.RuleAction_ACCEPT,
+				Protocol: mgmtpb.RuleProtocol_ALL, SourcePrefixes: [][]byte{compactip.Prefix(a)}})
+		}
+	}
+	return out
 }
 
 func peerConfig(m networkmap.Map) *mgmtpb.PeerConfig {
-	return &mgmtpb.PeerConfig{
+	pc := &mgmtpb.PeerConfig{
 		Address: m.Address(),
 		// sshEnabled is the admin's switch (REST ssh_enabled); the agent
 		// also needs its own --allow-server-ssh, as NetBird's does. We
@@ -125,6 +139,13 @@ func peerConfig(m networkmap.Map) *mgmtpb.PeerConfig {
 		// get a map without peers, as from the reference server.
 		WiremeshPendingApproval: m.Self.ApprovalRequired,
 	}
+	// The client restarts its engine when this differs from what it
+	// configured at Login: Login and every map decide it by the same rule
+	// (networkmap.V6Active) and encode it here.
+	if p, ok := m.AddressV6(); ok {
+		pc.AddressV6 = compactip.Prefix(p)
+	}
+	return pc
 }
 
 // remoteCache holds how each peer is shown to others for one account
@@ -134,30 +155,63 @@ type remoteCache map[account.PeerID]shown
 
 // shown is a peer as other peers' maps show it, as messages and, for
 // whole maps, already marshaled (the bulk of every map is copied, not
-// encoded again per stream).
+// encoded again per stream). A v6-active peer is shown two ways: with
+// its v6 address (rp6, and the AAAA record rec6) to v6-active receivers,
+// without to the others.
 type shown struct {
 	rp      *mgmtpb.RemotePeerConfig
 	rec     *mgmtpb.SimpleRecord // its DNS record; nil when it has none
 	rpWire  []byte
 	recWire []byte
+	// rp6 is rp with the /128 (rp itself for a peer that is not
+	// v6-active); rec6 its AAAA record (nil: none).
+	rp6      *mgmtpb.RemotePeerConfig
+	rec6     *mgmtpb.SimpleRecord
+	rp6Wire  []byte
+	rec6Wire []byte
 }
 
-func newShown(p *account.Peer, domain string) shown {
-	sh := shown{rp: remotePeer(p, domain), rec: dnszone.Record(domain, dnszone.Host{FQDN: p.FQDN(domain), IP: p.IP})}
+// newShown builds how p is shown; v6 is whether p is v6-active.
+func newShown(p *account.Peer, domain string, v6 bool) shown {
+	host := dnszone.Host{FQDN: p.FQDN(domain), IP: p.IP}
+	sh := shown{rp: remotePeer(p, domain, false), rec: dnszone.Record(domain, host)}
 	sh.rpWire, _ = proto.MarshalOptions{Deterministic: true}.Marshal(sh.rp)
 	if sh.rec != nil {
 		sh.recWire, _ = proto.MarshalOptions{Deterministic: true}.Marshal(sh.rec)
 	}
+	sh.rp6, sh.rp6Wire = sh.rp, sh.rpWire
+	if v6 {
+		host.IPv6 = p.IPv6
+		sh.rp6, sh.rec6 = remotePeer(p, domain, true), dnszone.RecordAAAA(domain, host)
+		sh.rp6Wire, _ = proto.MarshalOptions{Deterministic: true}.Marshal(sh.rp6)
+		if sh.rec6 != nil {
+			sh.rec6Wire, _ = proto.MarshalOptions{Deterministic: true}.Marshal(sh.rec6)
+		}
+	}
 	return sh
 }
 
-func remotePeer(p *account.Peer, domain string) *mgmtpb.RemotePeerConfig {
-	return &mgmtpb.RemotePeerConfig{
+// peer is rp or rp6 (v6: the receiver shows the peer's v6 address).
+func (sh *shown) peer(v6 bool) (*mgmtpb.RemotePeerConfig, []byte) {
+	if v6 {
+		return sh.rp6, sh.rp6Wire
+	}
+	return sh.rp, sh.rpWire
+}
+
+// remotePeer is p as a RemotePeerConfig; with v6 its allowed IPs also
+// hold its /128 (after the /32, as NetBird lists them).
+func remotePeer(p *account.Peer, domain string, v6 bool) *mgmtpb.RemotePeerConfig {
+	rp := &mgmtpb.RemotePeerConfig{
 		WgPubKey:   p.Key.String(),
 		AllowedIps: []string{netip.PrefixFrom(p.IP, 32).String()},
 		SshConfig:  &mgmtpb.SSHConfig{SshPubKey: []byte(p.SSHPubKey)},
 		Fqdn:       p.FQDN(domain),
 	}
+	if v6 {
+		rp.AllowedIps = append(rp.AllowedIps, netip.PrefixFrom(p.IPv6, 128).String())
+	}
+	return rp
 }
 
 // bulk is most of a whole map, already marshaled: its remote peers and its
@@ -172,12 +226,14 @@ func remotePeers(m networkmap.Map, cache remoteCache, b *bulk) []*mgmtpb.RemoteP
 	out := make([]*mgmtpb.RemotePeerConfig, 0, len(m.Peers))
 	b.peers = make([][]byte, 0, len(m.Peers))
 	for _, p := range m.Peers {
+		v6 := m.ShowsV6(p)
 		sh, ok := cache[p.ID]
 		if !ok {
-			sh = newShown(p, m.Domain)
+			sh = newShown(p, m.Domain, v6)
 		}
-		out = append(out, sh.rp)
-		b.peers = append(b.peers, sh.rpWire)
+		rp, wire := sh.peer(v6)
+		out = append(out, rp)
+		b.peers = append(b.peers, wire)
 	}
 	return out
 }
@@ -207,7 +263,7 @@ func networkMapProto(m networkmap.Map, cache remoteCache, to respFor) (*mgmtpb.N
 	// server's, and the official client would allow all routed traffic.
 	nm.RoutesFirewallRulesIsEmpty = len(nm.RoutesFirewallRules) == 0
 	if m.AllowAll {
-		nm.FirewallRules = allowAllRules()
+		nm.FirewallRules = allowAllRules(m.SelfV6)
 	}
 	nm.FirewallRules = append(nm.FirewallRules, firewallRules(m.Rules)...)
 	// An empty list must say so: without the flag the official client
@@ -249,19 +305,32 @@ func peerZone(m networkmap.Map, cache remoteCache, b *bulk, derived bool) *mgmtp
 	}
 	z.Records = make([]*mgmtpb.SimpleRecord, 0, len(m.Peers)+1)
 	b.records = make([][]byte, 0, len(m.Peers)+1)
-	if r := dnszone.Record(m.Domain, dnszone.Host{FQDN: m.Self.FQDN(m.Domain), IP: m.Self.IP}); r != nil {
-		w, _ := proto.MarshalOptions{Deterministic: true}.Marshal(r)
-		z.Records = append(z.Records, r)
-		b.records = append(b.records, w)
+	// The rule of dnszone.Peers: each host's A record, then its AAAA
+	// record when the map shows its v6 address.
+	self := dnszone.Host{FQDN: m.Self.FQDN(m.Domain), IP: m.Self.IP}
+	if m.SelfV6 {
+		self.IPv6 = m.Self.IPv6
+	}
+	for _, r := range []*mgmtpb.SimpleRecord{dnszone.Record(m.Domain, self), dnszone.RecordAAAA(m.Domain, self)} {
+		if r != nil {
+			w, _ := proto.MarshalOptions{Deterministic: true}.Marshal(r)
+			z.Records = append(z.Records, r)
+			b.records = append(b.records, w)
+		}
 	}
 	for _, p := range m.Peers {
+		v6 := m.ShowsV6(p)
 		sh, ok := cache[p.ID]
 		if !ok {
-			sh = newShown(p, m.Domain)
+			sh = newShown(p, m.Domain, v6)
 		}
 		if sh.rec != nil {
 			z.Records = append(z.Records, sh.rec)
 			b.records = append(b.records, sh.recWire)
+		}
+		if v6 && sh.rec6 != nil {
+			z.Records = append(z.Records, sh.rec6)
+			b.records = append(b.records, sh.rec6Wire)
 		}
 	}
 	return z
@@ -306,7 +375,7 @@ var protocols = map[string]mgmtpb.RuleProtocol{
 
 // firewallRules encodes rules as the spec's FirewallRule messages: one per
 // port or port range (none: all ports), with the peer both as the legacy
-// PeerIP and as a /32 source prefix.
+// PeerIP and as a /32 source prefix (/128, 17 bytes, for a v6 twin).
 func firewallRules(rs []networkmap.FirewallRule) []*mgmtpb.FirewallRule {
 	var out []*mgmtpb.FirewallRule
 	for _, r := range rs {
@@ -318,9 +387,8 @@ func firewallRules(rs []networkmap.FirewallRule) []*mgmtpb.FirewallRule {
 		if r.Action == account.ActionDrop {
 			base.Action = mgmtpb.RuleAction_DROP
 		}
-		if r.Peer.Is4() {
-			a := r.Peer.As4()
-			base.SourcePrefixes = [][]byte{{a[0], a[1], a[2], a[3], 32}}
+		if r.Peer.IsValid() {
+			base.SourcePrefixes = [][]byte{compactip.Addr(r.Peer)}
 		}
 		if len(r.Ports) == 0 && len(r.Ranges) == 0 {
 			out = append(out, base)

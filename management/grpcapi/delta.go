@@ -127,9 +127,10 @@ func mapDelta(old, cur *networkmap.Index, remote remoteCache, self account.PeerI
 			}
 			sh, ok := remote[c.ID]
 			if !ok { // not cached with the state: build it
-				sh = newShown(c.New, cur.Domain())
+				sh = newShown(c.New, cur.Domain(), cur.IsV6(c.ID))
 			}
-			d.UpsertPeers = append(d.UpsertPeers, sh.rp)
+			rp, _ := sh.peer(cur.IsV6(self) && cur.IsV6(c.ID))
+			d.UpsertPeers = append(d.UpsertPeers, rp)
 		}
 		add, remove := ruleDiff(firewallRules(oldRules), firewallRules(newRules))
 		d.AddRules = append(d.AddRules, add...)

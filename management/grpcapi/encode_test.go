@@ -52,7 +52,7 @@ func TestEncodeBulk(t *testing.T) {
 	acc, ps, ix := allToAll(50)
 	cache := remoteCache{}
 	for i := range ps[:40] { // the others are built on the fly
-		cache[ps[i].ID] = newShown(&ps[i], acc.Domain)
+		cache[ps[i].ID] = newShown(&ps[i], acc.Domain, ix.IsV6(ps[i].ID))
 	}
 	fps := map[uint64]bool{}
 	for _, self := range []account.PeerID{"p0", "p45", "p7"} {

@@ -46,7 +46,7 @@ func benchFanout(b *testing.B, n int, derived bool) {
 	sh := envelope.NewShared(k1, k2.Public())
 	cache := remoteCache{}
 	for i := range ps {
-		cache[ps[i].ID] = newShown(&ps[i], acc.Domain)
+		cache[ps[i].ID] = newShown(&ps[i], acc.Domain, ix.IsV6(ps[i].ID))
 	}
 	seed := maphash.MakeSeed()
 	b.ResetTimer()

@@ -123,20 +123,22 @@ func (c *snapshots) index(ctx context.Context, st *store.Store, acc account.ID, 
 	if err != nil {
 		return nil, nil, err
 	}
+	ix := networkmap.NewIndex(a, ps, access)
 	remote := make(remoteCache, len(ps))
 	for i := range ps {
 		// A peer shown as before keeps its message: less to allocate per
 		// state, and streams still pointing at older states share them.
-		if old, ok := e.ix.Peer(ps[i].ID); ok && e.ix.Domain() == a.Domain && sameShown(&old, &ps[i]) {
-			if sh, ok := e.remote[ps[i].ID]; ok {
-				remote[ps[i].ID] = sh
+		id := ps[i].ID
+		if old, ok := e.ix.Peer(id); ok && e.ix.Domain() == a.Domain && sameShown(&old, &ps[i]) && e.ix.IsV6(id) == ix.IsV6(id) {
+			if sh, ok := e.remote[id]; ok {
+				remote[id] = sh
 				continue
 			}
 		}
-		remote[ps[i].ID] = newShown(&ps[i], a.Domain)
+		remote[id] = newShown(&ps[i], a.Domain, ix.IsV6(id))
 	}
 	prev := e.ix
-	e.serial, e.ix, e.remote, e.loaded = a.Serial, networkmap.NewIndex(a, ps, access), remote, true
+	e.serial, e.ix, e.remote, e.loaded = a.Serial, ix, remote, true
 	if prev != nil {
 		// Once per state, for every stream's deltas: which peers changed.
 		changes, ok := networkmap.PeerLocal(prev, e.ix)
@@ -190,7 +192,7 @@ func (c *snapshots) diff(acc account.ID, old, cur *networkmap.Index) ([]networkm
 }
 
 // sameShown reports whether two versions of a peer give the same
-// RemotePeerConfig (see remotePeer).
+// RemotePeerConfig (see remotePeer), their v6-activeness aside.
 func sameShown(a, b *account.Peer) bool {
-	return a.Key == b.Key && a.IP == b.IP && a.SSHPubKey == b.SSHPubKey && a.DNSLabel == b.DNSLabel
+	return a.Key == b.Key && a.IP == b.IP && a.IPv6 == b.IPv6 && a.SSHPubKey == b.SSHPubKey && a.DNSLabel == b.DNSLabel
 }

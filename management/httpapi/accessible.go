@@ -15,6 +15,7 @@ type accessiblePeerJSON struct {
 	ID          string `json:"id"`
 	Name        string `json:"name"`
 	IP          string `json:"ip"`
+	IPv6        string `json:"ipv6,omitempty"` // none: the peer has no IPv6 overlay address
 	DNSLabel    string `json:"dns_label"`
 	UserID      string `json:"user_id"`
 	OS          string `json:"os"`
@@ -80,7 +81,7 @@ func (a *API) accessiblePeers(w http.ResponseWriter, r *http.Request, caller acc
 		if p.Meta.OSVersion != "" {
 			os += " " + p.Meta.OSVersion
 		}
-		out = append(out, accessiblePeerJSON{ID: string(p.ID), Name: p.Name, IP: p.IP.String(), DNSLabel: p.FQDN(acc.Domain), UserID: string(p.UserID),
+		out = append(out, accessiblePeerJSON{ID: string(p.ID), Name: p.Name, IP: p.IP.String(), IPv6: ipv6Text(p.IPv6), DNSLabel: p.FQDN(acc.Domain), UserID: string(p.UserID),
 			OS: os, Connected: p.Connected, LastSeen: ts(p.LastSeen)})
 	}
 	return ok(w, out)

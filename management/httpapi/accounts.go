@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/peers"
@@ -46,9 +47,10 @@ type settingsJSON struct {
 	RoutingPeerDNSResolutionEnabled bool     `json:"routing_peer_dns_resolution_enabled"`
 	DNSDomain                       *string  `json:"dns_domain"`
 	NetworkRange                    *string  `json:"network_range"`
-	// NetworkRangeV6 is only read, to refuse it: responses leave it out.
-	NetworkRangeV6        string                 `json:"network_range_v6,omitempty"`
-	IPv6EnabledGroups     []string               `json:"ipv6_enabled_groups"`
+	// NetworkRangeV6 and IPv6EnabledGroups, omitted (or an empty range),
+	// leave the current value, as NetBird.
+	NetworkRangeV6        *string                `json:"network_range_v6"`
+	IPv6EnabledGroups     *[]string              `json:"ipv6_enabled_groups"`
 	Extra                 *extraJSON             `json:"extra"`
 	LazyConnectionEnabled bool                   `json:"lazy_connection_enabled"`
 	AutoUpdateVersion     string                 `json:"auto_update_version"`
@@ -86,9 +88,21 @@ func orEmpty(s []string) []string {
 	return s
 }
 
+// prefixOrEmpty prints an unset prefix as "" (not "invalid Prefix").
+func prefixOrEmpty(p netip.Prefix) string {
+	if !p.IsValid() {
+		return ""
+	}
+	return p.String()
+}
+
 func (a *API) toAccount(acc account.Account, owner, claimed string) accountJSON {
 	s := acc.Settings
 	domain, network := acc.Domain, acc.Network.String()
+	network6, groups6 := prefixOrEmpty(acc.NetworkV6), make([]string, 0, len(s.IPv6EnabledGroups))
+	for _, g := range s.IPv6EnabledGroups {
+		groups6 = append(groups6, string(g))
+	}
 	return accountJSON{ID: string(acc.ID), Domain: acc.Domain, DomainCategory: "private", CreatedAt: ts(acc.CreatedAt), CreatedBy: owner, ClaimedDomain: claimed,
 		Onboarding: map[string]bool{"signup_form_pending": false, "onboarding_flow_pending": false},
 		Settings: settingsJSON{
@@ -98,7 +112,7 @@ func (a *API) toAccount(acc account.Account, owner, claimed string) accountJSON 
 			GroupsPropagationEnabled: s.GroupsPropagationEnabled,
 			JWTGroupsEnabled:         s.JWTGroupsEnabled, JWTGroupsClaimName: s.JWTGroupsClaimName, JWTAllowGroups: orEmpty(s.JWTAllowGroups),
 			RoutingPeerDNSResolutionEnabled: s.RoutingPeerDNSResolutionEnabled,
-			DNSDomain:                       &domain, NetworkRange: &network, IPv6EnabledGroups: []string{},
+			DNSDomain:                       &domain, NetworkRange: &network, NetworkRangeV6: &network6, IPv6EnabledGroups: &groups6,
 			Extra: &extraJSON{PeerApprovalEnabled: s.Extra.PeerApprovalEnabled, UserApprovalRequired: s.Extra.UserApprovalRequired,
 				NetworkTrafficLogsGroups: []string{}},
 			LazyConnectionEnabled: s.LazyConnectionEnabled, AutoUpdateVersion: autoUpdateDisabled, LocalMFAEnabled: s.LocalMFAEnabled,
@@ -143,10 +157,6 @@ func (s *settingsJSON) unsupported() error {
 		return refuse("peer_expose_enabled", "there is no reverse proxy")
 	case len(s.PeerExposeGroups) > 0:
 		return refuse("peer_expose_groups", "there is no reverse proxy")
-	case s.NetworkRangeV6 != "":
-		return refuse("network_range_v6", "the overlay is IPv4 only")
-	case len(s.IPv6EnabledGroups) > 0:
-		return refuse("ipv6_enabled_groups", "the overlay is IPv4 only")
 	case s.AutoUpdateVersion != "" && s.AutoUpdateVersion != autoUpdateDisabled:
 		return refuse("auto_update_version", `client auto-update is not implemented; send "disabled"`)
 	case s.AutoUpdateAlways:
@@ -191,11 +201,25 @@ func (s *settingsJSON) update() (peers.AccountUpdate, error) {
 		set.Extra = account.Extra{PeerApprovalEnabled: s.Extra.PeerApprovalEnabled, UserApprovalRequired: s.Extra.UserApprovalRequired}
 	}
 	keepExtra := s.Extra == nil // as NetBird: no extra, no change to it
+	if s.IPv6EnabledGroups != nil {
+		for _, g := range *s.IPv6EnabledGroups {
+			if !slices.Contains(set.IPv6EnabledGroups, account.GroupID(g)) {
+				set.IPv6EnabledGroups = append(set.IPv6EnabledGroups, account.GroupID(g))
+			}
+		}
+	}
 	// Durations are bounded before any conversion, which would wrap.
 	if err := set.Validate(); err != nil {
 		return peers.AccountUpdate{}, fmt.Errorf("%w: %w", users.ErrInvalid, err)
 	}
-	u := peers.AccountUpdate{Settings: set, KeepExtra: keepExtra}
+	u := peers.AccountUpdate{Settings: set, KeepExtra: keepExtra, KeepIPv6Groups: s.IPv6EnabledGroups == nil}
+	if s.NetworkRangeV6 != nil && *s.NetworkRangeV6 != "" {
+		p, err := account.ParseNetworkRangeV6(*s.NetworkRangeV6)
+		if err != nil {
+			return peers.AccountUpdate{}, fmt.Errorf("%w: %w", users.ErrInvalid, err)
+		}
+		u.NetworkV6 = p
+	}
 	if s.DNSDomain != nil {
 		u.Domain = account.DefaultDomain
 		if *s.DNSDomain != "" {

@@ -311,6 +311,8 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusPreconditionFailed, err.Error()
 	case errors.Is(err, users.ErrMailFailed):
 		code, msg = http.StatusBadGateway, err.Error()
+	case errors.Is(err, peers.ErrPrecondition):
+		code, msg = http.StatusPreconditionFailed, err.Error()
 	case errors.Is(err, users.ErrInvalid), errors.Is(err, peers.ErrInvalid), errors.Is(err, idp.ErrInvalid):
 		code, msg = http.StatusUnprocessableEntity, err.Error()
 	case errors.Is(err, jobs.ErrInvalid):

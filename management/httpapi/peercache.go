@@ -465,7 +465,7 @@ func (lw *listWriter) write(ps *peerStates) error {
 			return err
 		}
 		lp := &l.peers[i]
-		if !ps.live[i] || (lw.name != "" && lp.p.Name != lw.name) || (lw.ip != "" && lp.ip != lw.ip) {
+		if !ps.live[i] || (lw.name != "" && lp.p.Name != lw.name) || (lw.ip != "" && lp.ip != lw.ip && ipv6Text(lp.p.IPv6) != lw.ip) {
 			// Deleted since the list was encoded (a newer revision is
 			// on its way), or filtered out.
 			continue

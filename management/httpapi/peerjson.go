@@ -61,6 +61,9 @@ func (p *peerJSON) appendHead(b []byte) []byte {
 	b = appendField(b, `,"name":`, p.Name)
 	b = appendField(b, `,"created_at":`, p.CreatedAt)
 	b = appendField(b, `,"ip":`, p.IP)
+	if p.IPv6 != "" { // omitempty
+		b = appendField(b, `,"ipv6":`, p.IPv6)
+	}
 	return appendField(b, `,"connection_ip":`, p.ConnectionIP)
 }
 

@@ -31,7 +31,7 @@ func TestPeerJSONMatchesEncodingJSON(t *testing.T) {
 		"line\u2028sep\u2029", "bad utf8 \xff\xfe", "del \x7f", "emoji 🚀"}
 	var ps []peerJSON
 	for i, s := range strs {
-		p := peerJSON{ID: s, Name: s, CreatedAt: s, IP: s, ConnectionIP: s, Connected: i%2 == 0, LastSeen: s, OS: s, KernelVersion: s, GeonameID: i - 3,
+		p := peerJSON{ID: s, Name: s, CreatedAt: s, IP: s, IPv6: s[:i%2*len(s)], ConnectionIP: s, Connected: i%2 == 0, LastSeen: s, OS: s, KernelVersion: s, GeonameID: i - 3,
 			Version: s, UIVersion: s, SSHEnabled: i%3 == 0, UserID: s, Hostname: s, DNSLabel: s, LoginExpirationEnabled: i%2 == 1, LoginExpired: i%4 == 0,
 			LastLogin: s, InactivityExpirationEnabled: true, ApprovalRequired: i%5 == 0, CountryCode: s, CityName: s, SerialNumber: s, Ephemeral: i%2 == 0,
 			LocalFlags: localFlagsJSON{RosenpassEnabled: i%2 == 0, ServerSSHAllowed: i%3 == 0, DisableClientRoutes: i%2 == 1, DisableServerRoutes: i%3 == 1,

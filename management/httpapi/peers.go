@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -35,6 +36,7 @@ type peerJSON struct {
 	Name                        string         `json:"name"`
 	CreatedAt                   string         `json:"created_at"`
 	IP                          string         `json:"ip"`
+	IPv6                        string         `json:"ipv6,omitempty"` // none: the peer has no IPv6 overlay address
 	ConnectionIP                string         `json:"connection_ip"`
 	Connected                   bool           `json:"connected"`
 	LastSeen                    string         `json:"last_seen"`
@@ -80,6 +82,23 @@ type localFlagsJSON struct {
 	BlockLANAccess        bool `json:"block_lan_access"`
 	BlockInbound          bool `json:"block_inbound"`
 	LazyConnectionEnabled bool `json:"lazy_connection_enabled"`
+}
+
+// ipv6Text is a peer's IPv6 overlay address, "" (omitted) for none.
+func ipv6Text(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}
+
+// toLocalFlags converts a peer's flags to PeerLocalFlags, which has no
+// disable_ipv6 (the peer's ipv6 field shows its effect instead).
+func toLocalFlags(f account.LocalFlags) localFlagsJSON {
+	return localFlagsJSON{RosenpassEnabled: f.RosenpassEnabled, RosenpassPermissive: f.RosenpassPermissive,
+		ServerSSHAllowed: f.ServerSSHAllowed, DisableClientRoutes: f.DisableClientRoutes, DisableServerRoutes: f.DisableServerRoutes,
+		DisableDNS: f.DisableDNS, DisableFirewall: f.DisableFirewall, BlockLANAccess: f.BlockLANAccess,
+		BlockInbound: f.BlockInbound, LazyConnectionEnabled: f.LazyConnectionEnabled}
 }
 
 // peerView is what the peer endpoints read of an account.
@@ -163,12 +182,12 @@ func (v peerView) toPeer(p account.Peer, now time.Time) peerJSON {
 	if p.Meta.OSVersion != "" {
 		os += " " + p.Meta.OSVersion
 	}
-	return peerJSON{ID: string(p.ID), Name: p.Name, CreatedAt: ts(p.CreatedAt), IP: p.IP.String(), Connected: p.Connected, LastSeen: ts(p.LastSeen),
+	return peerJSON{ID: string(p.ID), Name: p.Name, CreatedAt: ts(p.CreatedAt), IP: p.IP.String(), IPv6: ipv6Text(p.IPv6), Connected: p.Connected, LastSeen: ts(p.LastSeen),
 		OS: os, KernelVersion: p.Meta.KernelVersion, Version: p.Meta.NetbirdVersion, UIVersion: p.Meta.UIVersion, Groups: groups,
 		UserID: string(p.UserID), Hostname: p.Meta.Hostname, DNSLabel: p.FQDN(v.acc.Domain), LoginExpirationEnabled: p.LoginExpirationEnabled, SSHEnabled: p.SSHEnabled,
 		LoginExpired: v.acc.Settings.Expired(p, now), LastLogin: ts(p.LastLogin), SerialNumber: p.Meta.SerialNumber,
 		ExtraDNSLabels: []string{}, Ephemeral: p.Ephemeral, ApprovalRequired: p.ApprovalRequired,
-		LocalFlags: localFlagsJSON(p.Meta.Flags)}
+		LocalFlags: toLocalFlags(p.Meta.Flags)}
 }
 
 // listPeers lists the peers the caller may see: all from the cached list
@@ -201,7 +220,7 @@ func (a *API) listPeers(w http.ResponseWriter, r *http.Request, caller account.U
 	name, ip := r.URL.Query().Get("name"), r.URL.Query().Get("ip")
 	out := make([]peerJSON, 0, len(v.peers))
 	for _, p := range v.peers {
-		if (name != "" && p.Name != name) || (ip != "" && p.IP.String() != ip) {
+		if (name != "" && p.Name != name) || (ip != "" && p.IP.String() != ip && ipv6Text(p.IPv6) != ip) {
 			continue
 		}
 		j := v.toPeer(p, now)
@@ -281,6 +300,8 @@ func (a *API) updatePeer(w http.ResponseWriter, r *http.Request, caller account.
 		LoginExpirationEnabled bool  `json:"login_expiration_enabled"`
 		// ApprovalRequired false approves a pending peer (admins only).
 		ApprovalRequired *bool `json:"approval_required"`
+		// IPv6 nil (absent) leaves the peer's IPv6 overlay address.
+		IPv6 *string `json:"ipv6"`
 	}
 	if err := decode(r, &req); err != nil {
 		return err
@@ -300,6 +321,16 @@ func (a *API) updatePeer(w http.ResponseWriter, r *http.Request, caller account.
 		return fmt.Errorf("%w: only admins switch a peer's SSH server (ssh_enabled)", users.ErrForbidden)
 	}
 	in := peers.UpdateInput{Name: req.Name, LoginExpiration: req.LoginExpirationEnabled, ApprovalRequired: req.ApprovalRequired, SSHEnabled: req.SSHEnabled}
+	if req.IPv6 != nil {
+		ip, err := netip.ParseAddr(*req.IPv6)
+		if err != nil || !ip.Is6() || ip.Is4In6() || ip.Zone() != "" {
+			return fmt.Errorf("%w: ipv6 %q is not an IPv6 address", users.ErrInvalid, *req.IPv6)
+		}
+		if ip != cur.IPv6 && auth.Can(caller, auth.Peers, auth.Update) != auth.All {
+			return fmt.Errorf("%w: only admins change a peer's ipv6", users.ErrForbidden)
+		}
+		in.IPv6 = &ip
+	}
 	if _, err := a.o.Peers.Update(r.Context(), caller.AccountID, id, in, string(caller.ID)); err != nil {
 		return err
 	}

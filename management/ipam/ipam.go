@@ -1,6 +1,7 @@
 // Package ipam allocates overlay addresses. Each account gets a /16 inside
-// the CGNAT range 100.64.0.0/10; peers get free host addresses in it. It is
-// pure: callers pass in what is used and persist the result (the store's
+// the CGNAT range 100.64.0.0/10; peers get free host addresses in it. For
+// the IPv6 overlay each account gets a random ULA /64 and its IPv6 peers
+// random host addresses in it (v6.go). It is pure: callers pass in what is used and persist the result (the store's
 // unique index is the final guard against races).
 package ipam
 

@@ -27,7 +27,7 @@ type Change struct {
 // of an unchanged peer, a posture check, the account's settings): maps
 // must be computed whole.
 func PeerLocal(old, ix *Index) (changes []Change, ok bool) {
-	if old.acc.ID != ix.acc.ID || old.acc.Domain != ix.acc.Domain || old.acc.Network != ix.acc.Network ||
+	if old.acc.ID != ix.acc.ID || old.acc.Domain != ix.acc.Domain || old.acc.Network != ix.acc.Network || old.acc.NetworkV6 != ix.acc.NetworkV6 ||
 		FlagsOf(old.acc.Settings) != FlagsOf(ix.acc.Settings) || old.fwdPort != ix.fwdPort ||
 		old.allowAll != ix.allowAll || !reflect.DeepEqual(old.checks, ix.checks) || len(old.rules) != len(ix.rules) ||
 		!maps.Equal(old.temp, ix.temp) || !maps.Equal(old.expand, ix.expand) {
@@ -129,9 +129,12 @@ func (ix *Index) Pair(self, other account.PeerID) (visible bool, rules []Firewal
 	compact := ix.compact(self)
 	visible = compact && !ix.temp[other] || ix.rt.links[self][other]
 	ip := ix.byID[other].IP
+	selfV6 := ix.v6[self]
 	if ix.spelled(self) && !ix.temp[other] {
 		visible = true
-		rules = append(rules, ix.allowAllRules(ip)...)
+		rs := ix.allowAllRules(ip)
+		rules = append(rules, rs...)
+		rules = append(rules, ix.v6Rules(selfV6, other, rs)...)
 	}
 	add := func(dir Direction, rr *rule) {
 		if rr.r.Action == account.ActionAccept {
@@ -140,8 +143,13 @@ func (ix *Index) Pair(self, other account.PeerID) (visible bool, rules []Firewal
 				return
 			}
 		}
-		rules = append(rules, FirewallRule{Peer: ip, Direction: dir, Action: rr.r.Action, Protocol: rr.r.Protocol,
-			Ports: rr.r.Ports, Ranges: rr.r.PortRanges, PolicyID: rr.policy})
+		fr := FirewallRule{Peer: ip, Direction: dir, Action: rr.r.Action, Protocol: rr.r.Protocol,
+			Ports: rr.r.Ports, Ranges: rr.r.PortRanges, PolicyID: rr.policy}
+		rules = append(rules, fr)
+		if selfV6 && ix.v6[other] {
+			fr.Peer = ix.byID[other].IPv6 // its v6 twin
+			rules = append(rules, fr)
+		}
 	}
 	for _, i := range ix.byPeer[self] {
 		rr := &ix.rules[i]
@@ -159,6 +167,9 @@ func (ix *Index) Pair(self, other account.PeerID) (visible bool, rules []Firewal
 		}
 	}
 	sort.SliceStable(rules, func(i, j int) bool {
+		if rules[i].Peer != rules[j].Peer {
+			return rules[i].Peer.Less(rules[j].Peer)
+		}
 		if rules[i].Direction != rules[j].Direction {
 			return rules[i].Direction < rules[j].Direction
 		}

@@ -2,7 +2,6 @@ package networkmap
 
 import (
 	"fmt"
-	"net/netip"
 
 	"github.com/wiremesh/wiremesh/management/account"
 )
@@ -93,10 +92,12 @@ func (d *dnsIndex) in(gs []account.GroupID, self account.PeerID) bool {
 	return false
 }
 
-// isNameserver reports whether ip is one of g's nameservers.
-func isNameserver(g *account.NameserverGroup, ip netip.Addr) bool {
+// isNameserver reports whether one of self's addresses (its v6 one when
+// it is v6-active) is one of g's nameservers.
+func (ix *Index) isNameserver(g *account.NameserverGroup, self account.PeerID) bool {
+	p := ix.byID[self]
 	for _, ns := range g.Nameservers {
-		if ns.IP == ip {
+		if ns.IP == p.IP || ix.v6[self] && ns.IP == p.IPv6 {
 			return true
 		}
 	}
@@ -110,9 +111,8 @@ func (ix *Index) dnsOf(self account.PeerID) DNS {
 		return DNS{}
 	}
 	out := DNS{Managed: true}
-	ip := ix.byID[self].IP
 	for i := range d.nsgroups {
-		if g := &d.nsgroups[i]; d.in(g.Groups, self) && !isNameserver(g, ip) {
+		if g := &d.nsgroups[i]; d.in(g.Groups, self) && !ix.isNameserver(g, self) {
 			out.NameserverGroups = append(out.NameserverGroups, g)
 		}
 	}
@@ -134,9 +134,8 @@ func (ix *Index) dnsSig(self account.PeerID) sig128 {
 		return sigUnmanaged
 	}
 	h := sigManaged
-	ip := ix.byID[self].IP
 	for i := range d.nsgroups {
-		if g := &d.nsgroups[i]; d.in(g.Groups, self) && !isNameserver(g, ip) {
+		if g := &d.nsgroups[i]; d.in(g.Groups, self) && !ix.isNameserver(g, self) {
 			h = h.mix(10).add(d.nsSig[i])
 		}
 	}

@@ -43,6 +43,13 @@ type Map struct {
 	Domain  string
 	Network netip.Prefix
 	Self    account.Peer
+	// NetworkV6 is the account's IPv6 overlay and SelfV6 whether self is
+	// v6-active (v6.go). V6 are then the v6-active peers, of which m shows
+	// the v6 address (nil when self is not v6-active); it is the Index's,
+	// never changed: do not modify it.
+	NetworkV6 netip.Prefix
+	SelfV6    bool
+	V6        map[account.PeerID]bool
 	// Peers it may talk to, ordered by IP. They point into the Index they
 	// came from, which is never changed: do not modify them.
 	Peers []*account.Peer
@@ -186,7 +193,8 @@ type Index struct {
 	allowAllPolicy account.PolicyID
 	rt             routing
 	dns            dnsIndex
-	fwdPort        uint16 // see forwarderPort
+	v6             map[account.PeerID]bool // the v6-active peers (v6.go)
+	fwdPort        uint16                  // see forwarderPort
 }
 
 // NewIndex prepares an account state.
@@ -198,10 +206,14 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 	for i := range ix.peers {
 		ix.pos[ix.peers[i].ID] = i
 	}
-	ix.records = make(map[account.PeerID]sig128, len(peers))
 	for _, p := range peers {
 		ix.byID[p.ID] = p
-		r := record(p)
+	}
+	members := access.members(peers)
+	ix.v6 = v6Peers(acc, ix.byID, members)
+	ix.records = make(map[account.PeerID]sig128, len(peers))
+	for _, p := range peers {
+		r := record(p, ix.v6[p.ID])
 		ix.records[p.ID] = r
 		if p.Temporary && !p.ApprovalRequired {
 			ix.temp[p.ID] = true
@@ -209,7 +221,6 @@ func NewIndex(acc account.Account, peers []account.Peer, access Access) *Index {
 		}
 		ix.everyone = ix.everyone.add(r)
 	}
-	members := access.members(peers)
 	allGroups := map[account.GroupID]bool{}
 	for _, g := range access.Groups {
 		if g.All {
@@ -366,7 +377,7 @@ func (ix *Index) Signature(self account.PeerID) (Sig, bool) {
 	if !ok {
 		return Sig{}, false
 	}
-	h := newSig(ix.acc.Domain, ix.acc.Network.String(), FlagsOf(ix.acc.Settings).String(), fmt.Sprint(ix.fwdPort)).add(me.mix(3))
+	h := newSig(ix.acc.Domain, ix.acc.Network.String(), ix.acc.NetworkV6.String(), FlagsOf(ix.acc.Settings).String(), fmt.Sprint(ix.fwdPort)).add(me.mix(3))
 	if len(ix.checks) > 0 {
 		h = h.add(newSig(posture.Files(ix.checks, ix.byID[self].Meta.GoOS)...).mix(6))
 	}
@@ -416,9 +427,14 @@ func newSig(parts ...string) sig128 {
 
 // record covers what a map shows of a peer, and whether it is shown at all
 // (a peer pending approval is not). SSHEnabled is in its own map only, but
-// counting it here makes a switch of it reach that map.
-func record(p account.Peer) sig128 {
-	return newSig(string(p.ID), p.IP.String(), p.Key.String(), p.DNSLabel, p.SSHPubKey, p.Name, fmt.Sprint(p.ApprovalRequired, p.SSHEnabled))
+// counting it here makes a switch of it reach that map. v6 is whether the
+// peer is v6-active (its v6 address is shown then only).
+func record(p account.Peer, v6 bool) sig128 {
+	v6addr := ""
+	if v6 {
+		v6addr = p.IPv6.String()
+	}
+	return newSig(string(p.ID), p.IP.String(), p.Key.String(), p.DNSLabel, p.SSHPubKey, p.Name, fmt.Sprint(p.ApprovalRequired, p.SSHEnabled), v6addr)
 }
 
 func ruleSig(pol account.PolicyID, r account.Rule) sig128 {
@@ -451,7 +467,11 @@ func (ix *Index) compute(self account.PeerID, rules bool) (Map, bool) {
 		return Map{}, false
 	}
 	m := Map{Serial: ix.acc.Serial, Domain: ix.acc.Domain, Network: ix.acc.Network, Self: me, AllowAll: ix.compact(self),
-		CheckFiles: posture.Files(ix.checks, me.Meta.GoOS), Flags: FlagsOf(ix.acc.Settings), ForwarderPort: ix.fwdPort}
+		CheckFiles: posture.Files(ix.checks, me.Meta.GoOS), Flags: FlagsOf(ix.acc.Settings), ForwarderPort: ix.fwdPort,
+		NetworkV6: ix.acc.NetworkV6, SelfV6: ix.v6[self]}
+	if m.SelfV6 {
+		m.V6 = ix.v6
+	}
 	if rules {
 		m.DNS = ix.dnsOf(self)
 	}
@@ -465,7 +485,9 @@ func (ix *Index) compute(self account.PeerID, rules bool) (Map, bool) {
 			if p := &ix.peers[i]; p.ID != self && !p.ApprovalRequired && !ix.temp[p.ID] {
 				visible[p.ID] = true
 				if rules {
-					m.Rules = append(m.Rules, ix.allowAllRules(p.IP)...)
+					rs := ix.allowAllRules(p.IP)
+					m.Rules = append(m.Rules, rs...)
+					m.Rules = append(m.Rules, ix.v6Rules(m.SelfV6, p.ID, rs)...)
 				}
 			}
 		}
@@ -480,8 +502,13 @@ func (ix *Index) compute(self account.PeerID, rules bool) (Map, bool) {
 		if !rules || (m.AllowAll && rr.r.Action == account.ActionAccept) {
 			return // everything is allowed both ways: only drop rules matter
 		}
-		m.Rules = append(m.Rules, FirewallRule{Peer: ix.byID[remote].IP, Direction: dir, Action: rr.r.Action, Protocol: rr.r.Protocol,
-			Ports: rr.r.Ports, Ranges: rr.r.PortRanges, PolicyID: rr.policy})
+		fr := FirewallRule{Peer: ix.byID[remote].IP, Direction: dir, Action: rr.r.Action, Protocol: rr.r.Protocol,
+			Ports: rr.r.Ports, Ranges: rr.r.PortRanges, PolicyID: rr.policy}
+		m.Rules = append(m.Rules, fr)
+		if m.SelfV6 && ix.v6[remote] {
+			fr.Peer = ix.byID[remote].IPv6 // its v6 twin
+			m.Rules = append(m.Rules, fr)
+		}
 	}
 	for _, i := range ix.byPeer[self] {
 		rr := &ix.rules[i]

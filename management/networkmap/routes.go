@@ -38,10 +38,9 @@ import (
 //   - Domain routes carry the domains, NetworkType 3 and the placeholder
 //     network 192.0.2.0/32 (the client ignores Network when Domains are
 //     set; the reference fills it so older clients parse it).
-//   - IPv6 destinations (::/0, v6 prefixes) are delivered, as by the
-//     reference, only to peers with an IPv6 overlay address. Wiremesh peers
-//     have none yet, so such routes are kept in the account but sent to no
-//     one; a 0.0.0.0/0 exit node is sent as such.
+//   - IPv6 destinations (::/0, v6 prefixes) are delivered only to
+//     v6-active peers, through v6-active routing peers, and a 0.0.0.0/0
+//     route is mirrored as ::/0 for them (see v6.go).
 //   - Peers pending approval and temporary peers get no routes, serve none
 //     and are no source of a route firewall rule.
 //
@@ -170,9 +169,6 @@ func (ix *Index) buildRouting(access Access, members map[account.GroupID]map[acc
 		r := &access.Routes[i]
 		note(r.Groups)
 		note(r.PeerGroups)
-		if r.Network.IsValid() && r.Network.Addr().Is6() {
-			continue // no peer has an IPv6 overlay address (see above)
-		}
 		if r.Peer != "" {
 			if ix.routable(r.Peer) {
 				rt.byRouter[r.Peer] = append(rt.byRouter[r.Peer], entry{r: r, id: string(r.ID), peer: r.Peer})
@@ -237,10 +233,22 @@ func (ix *Index) buildResources(access Access, members map[account.GroupID]map[a
 	}
 	for i := range access.Resources {
 		res := &access.Resources[i]
-		if !res.Enabled || res.Type != account.ResourceDomain && (!res.Prefix.IsValid() || res.Prefix.Addr().Is6()) {
+		if !res.Enabled || res.Type != account.ResourceDomain && !res.Prefix.IsValid() {
 			continue
 		}
 		rs := resource{res: res, routers: byNet[res.NetworkID], sources: map[account.PeerID]bool{}}
+		// A v6 destination exists only between v6-active peers (v6.go):
+		// the others must not even see each other for it, so their maps
+		// stay those of the account without the resource.
+		v6 := isV6(res.Prefix)
+		if v6 {
+			rs.routers = map[account.PeerID]*account.NetworkRouter{}
+			for id, nr := range byNet[res.NetworkID] {
+				if ix.v6[id] {
+					rs.routers[id] = nr
+				}
+			}
+		}
 		for j := range rt.rules {
 			sr := &rt.rules[j]
 			if sr.r.DestinationResource != res.ID && !slices.ContainsFunc(sr.r.Destinations, func(g account.GroupID) bool { return slices.Contains(res.Groups, g) }) {
@@ -248,7 +256,7 @@ func (ix *Index) buildResources(access Access, members map[account.GroupID]map[a
 			}
 			rs.rules = append(rs.rules, j)
 			for id := range sr.src {
-				if ix.routable(id) {
+				if ix.routable(id) && (!v6 || ix.v6[id]) {
 					rs.sources[id] = true
 				}
 			}
@@ -304,15 +312,25 @@ func (ix *Index) routesOf(self account.PeerID, rules bool) ([]Route, []RouteRule
 	}
 	var routes []Route
 	var rrs []RouteRule
+	selfV6 := ix.v6[self]
+	// usable: what self may route through router: v6 destinations only
+	// when both are v6-active (v6.go).
+	usable := func(r Route, router account.PeerID) bool { return !isV6(r.Network) || selfV6 && ix.v6[router] }
+	// add adds a route and, for two v6-active ends, its ::/0 mirror.
+	add := func(r Route, router account.PeerID) {
+		routes = append(routes, r)
+		if isDefaultV4(r.Network) && selfV6 && ix.v6[router] {
+			routes = append(routes, mirror(r))
+		}
+	}
 	own := map[string]bool{}
 	for _, e := range rt.byRouter[self] {
 		own[e.ha()] = true
-		if !e.r.Enabled {
-			continue
-		}
-		routes = append(routes, ix.classic(e))
-		if rules {
-			rrs = append(rrs, ix.classicRules(self, e)...)
+		if r := ix.classic(e); e.r.Enabled && usable(r, self) {
+			add(r, self)
+			if rules {
+				rrs = append(rrs, ix.classicRules(self, e)...)
+			}
 		}
 	}
 	for _, r := range rt.serving {
@@ -321,22 +339,27 @@ func (ix *Index) routesOf(self account.PeerID, rules bool) ([]Route, []RouteRule
 		}
 		for _, e := range rt.byRouter[r] {
 			if e.r.Enabled && !own[e.ha()] && slices.ContainsFunc(e.r.Groups, func(g account.GroupID) bool { return rt.groups[g][self] }) {
-				routes = append(routes, ix.classic(e))
+				if cr := ix.classic(e); usable(cr, r) {
+					add(cr, r)
+				}
 			}
 		}
 	}
 	for _, i := range rt.byPeer[self] {
 		rs := &rt.res[i]
 		if nr, router := rs.routers[self]; router {
-			rr := ix.resourceRoute(rs, self, nr)
-			routes = append(routes, rr)
-			if rules {
-				rrs = append(rrs, ix.resourceRules(self, rs, rr)...)
+			if rr := ix.resourceRoute(rs, self, nr); usable(rr, self) {
+				add(rr, self)
+				if rules {
+					rrs = append(rrs, ix.resourceRules(self, rs, rr)...)
+				}
 			}
 			continue
 		}
 		for id, nr := range rs.routers {
-			routes = append(routes, ix.resourceRoute(rs, id, nr))
+			if rr := ix.resourceRoute(rs, id, nr); usable(rr, id) {
+				add(rr, id)
+			}
 		}
 	}
 	slices.SortFunc(routes, func(a, b Route) int { return cmp.Compare(a.ID, b.ID) })
@@ -353,11 +376,37 @@ func (ix *Index) classic(e entry) Route {
 
 var anyV4 = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 
+// v6Twin is, for a route self serves as a v6-active routing peer, where
+// the v6 twin of its firewall rules goes (see v6.go): ::/0 under the
+// mirror's ID for a 0.0.0.0/0 route, the same destination and ID for a
+// domain route; ok=false for other routes and other routing peers.
+func (ix *Index) v6Twin(self account.PeerID, dst netip.Prefix, domains []string, routeID string) (netip.Prefix, string, bool) {
+	switch {
+	case !ix.v6[self]:
+		return netip.Prefix{}, "", false
+	case isDefaultV4(dst):
+		return anyV6, routeID + mirrorIDSuffix, true
+	case len(domains) > 0:
+		return dst, routeID, true
+	}
+	return netip.Prefix{}, "", false
+}
+
 // classicRules are the route firewall rules of a route self serves.
 func (ix *Index) classicRules(self account.PeerID, e entry) []RouteRule {
+	twinDst, twinID, twin := ix.v6Twin(self, e.r.Network, e.r.Domains, e.id)
 	if len(e.r.AccessControlGroups) == 0 {
-		return []RouteRule{{Sources: []netip.Prefix{anyV4}, Action: account.ActionAccept, Destination: e.r.Network, Domains: e.r.Domains,
+		src := anyV4
+		if isV6(e.r.Network) {
+			src = anyV6
+		}
+		out := []RouteRule{{Sources: []netip.Prefix{src}, Action: account.ActionAccept, Destination: e.r.Network, Domains: e.r.Domains,
 			Protocol: account.ProtoAll, RouteID: e.id}}
+		if twin {
+			out = append(out, RouteRule{Sources: []netip.Prefix{anyV6}, Action: account.ActionAccept, Destination: twinDst, Domains: e.r.Domains,
+				Protocol: account.ProtoAll, RouteID: twinID})
+		}
+		return out
 	}
 	dist := func(id account.PeerID) bool {
 		return slices.ContainsFunc(e.r.Groups, func(g account.GroupID) bool { return ix.rt.groups[g][id] })
@@ -368,7 +417,10 @@ func (ix *Index) classicRules(self account.PeerID, e entry) []RouteRule {
 	for j := range ix.rt.rules {
 		sr := &ix.rt.rules[j]
 		if slices.ContainsFunc(e.r.AccessControlGroups, func(g account.GroupID) bool { return slices.Contains(sr.r.Destinations, g) }) {
-			out = ix.appendRule(out, self, sr, dist, e.r.Network, e.r.Domains, e.id)
+			out = ix.appendRule(out, self, sr, dist, e.r.Network, e.r.Domains, e.id, isV6(e.r.Network))
+			if twin {
+				out = ix.appendRule(out, self, sr, dist, twinDst, e.r.Domains, twinID, true)
+			}
 		}
 	}
 	return out
@@ -387,20 +439,32 @@ func (ix *Index) resourceRoute(rs *resource, router account.PeerID, nr *account.
 
 func (ix *Index) resourceRules(self account.PeerID, rs *resource, r Route) []RouteRule {
 	var out []RouteRule
+	all := func(account.PeerID) bool { return true }
+	twinDst, twinID, twin := ix.v6Twin(self, r.Network, r.Domains, r.ID)
 	for _, j := range rs.rules {
-		out = ix.appendRule(out, self, &ix.rt.rules[j], func(account.PeerID) bool { return true }, r.Network, r.Domains, r.ID)
+		out = ix.appendRule(out, self, &ix.rt.rules[j], all, r.Network, r.Domains, r.ID, isV6(r.Network))
+		if twin {
+			out = ix.appendRule(out, self, &ix.rt.rules[j], all, twinDst, r.Domains, twinID, true)
+		}
 	}
 	return out
 }
 
 // appendRule adds the route firewall rule sr gives for a destination,
-// from its sources that pass keep (never self); none: nothing.
+// from its sources that pass keep (never self); none: nothing. With v6
+// the sources are the v6-active ones, as /128s; otherwise /32s.
 func (ix *Index) appendRule(out []RouteRule, self account.PeerID, sr *srcRule, keep func(account.PeerID) bool,
-	dst netip.Prefix, domains []string, routeID string) []RouteRule {
+	dst netip.Prefix, domains []string, routeID string, v6 bool) []RouteRule {
 	var src []netip.Prefix
 	for id := range sr.src {
-		if id != self && ix.routable(id) && keep(id) {
+		if id == self || !ix.routable(id) || !keep(id) {
+			continue
+		}
+		switch {
+		case !v6:
 			src = append(src, netip.PrefixFrom(ix.byID[id].IP, 32))
+		case ix.v6[id]:
+			src = append(src, netip.PrefixFrom(ix.byID[id].IPv6, 128))
 		}
 	}
 	if len(src) == 0 {

@@ -23,6 +23,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/routing"
 	"github.com/wiremesh/wiremesh/management/setupkey"
 	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/v6addr"
 )
 
 // Errors callers check with errors.Is.
@@ -224,7 +225,16 @@ func (s *Service) refresh(ctx context.Context, tx *store.Tx, p account.Peer, in 
 		// change which policies apply to the peer.
 		changed = changed || postureMeta(p.Meta) != postureMeta(in.Meta)
 		metaChanged = !reflect.DeepEqual(p.Meta, in.Meta)
+		// Whether the agent takes the IPv6 overlay decides what every
+		// peer's map says about it (address, allowed IPs, AAAA records).
+		changed = changed || p.SupportsIPv6() != (account.Peer{Meta: in.Meta}).SupportsIPv6()
 		p.Meta = in.Meta
+		var got bool
+		acc, got, err = v6addr.Assign(ctx, at, acc, &p)
+		if err != nil {
+			return p, acc, false, err
+		}
+		changed = changed || got
 	}
 	if in.KeepSSH && !changed && !metaChanged {
 		// A metadata report (every Sync start) that changes nothing costs
@@ -315,7 +325,13 @@ func (s *Service) register(ctx context.Context, tx *store.Tx, in LoginInput, now
 	if acc.Serial, err = at.BumpSerial(ctx); err != nil {
 		return account.Peer{}, account.Account{}, err
 	}
-	if err := sameNetwork(ctx, at, acc); err != nil {
+	// Once the serial bump holds the account row, as group changes do,
+	// by the account as it is now (the settings may have changed since
+	// it was read).
+	if acc, err = sameNetwork(ctx, at, acc); err != nil {
+		return account.Peer{}, account.Account{}, err
+	}
+	if acc, _, err = v6addr.Assign(ctx, at, acc, &p); err != nil {
 		return account.Peer{}, account.Account{}, err
 	}
 	if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "peer.setupkey.add", Initiator: "setupkey:" + string(sk.ID), Target: string(p.ID),
@@ -403,7 +419,13 @@ func (s *Service) registerUser(ctx context.Context, tx *store.Tx, in LoginInput,
 	if acc.Serial, err = at.BumpSerial(ctx); err != nil {
 		return account.Peer{}, account.Account{}, err
 	}
-	if err := sameNetwork(ctx, at, acc); err != nil {
+	// Once the serial bump holds the account row, as group changes do,
+	// by the account as it is now (the settings may have changed since
+	// it was read).
+	if acc, err = sameNetwork(ctx, at, acc); err != nil {
+		return account.Peer{}, account.Account{}, err
+	}
+	if acc, _, err = v6addr.Assign(ctx, at, acc, &p); err != nil {
 		return account.Peer{}, account.Account{}, err
 	}
 	if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: "peer.user.add", Initiator: string(u.ID), Target: string(p.ID),
@@ -505,7 +527,14 @@ type UpdateInput struct {
 	// SSHEnabled, when set, switches the peer's SSH server on or off (the
 	// map's SSHConfig.sshEnabled). nil leaves it as it is.
 	SSHEnabled *bool
+	// IPv6, when set, is the peer's new IPv6 overlay address (it must be
+	// in an IPv6-enabled group). nil leaves it as it is.
+	IPv6 *netip.Addr
 }
+
+// ErrPrecondition is a request the account's state does not allow now
+// (REST 412), such as an IPv6 address for a peer in no IPv6-enabled group.
+var ErrPrecondition = errors.New("precondition failed")
 
 // Update renames a peer (its DNS label follows), switches its login
 // expiration and SSH server and approves it or revokes its approval, in one
@@ -538,6 +567,17 @@ func (s *Service) Update(ctx context.Context, acc account.ID, id account.PeerID,
 		if err := at.UpdatePeerName(ctx, p); err != nil {
 			return err
 		}
+		if in.IPv6 != nil && *in.IPv6 != p.IPv6 {
+			switch err := v6addr.Set(ctx, at, a, p, *in.IPv6); {
+			case errors.Is(err, v6addr.ErrNotEnabled):
+				return fmt.Errorf("%w: ipv6: %w", ErrPrecondition, err)
+			case errors.Is(err, v6addr.ErrBadAddress):
+				return fmt.Errorf("%w: %w", ErrInvalid, err)
+			case err != nil:
+				return err
+			}
+			p.IPv6 = *in.IPv6
+		}
 		now := s.now().UTC()
 		if in.ApprovalRequired != nil && *in.ApprovalRequired != p.ApprovalRequired {
 			if err := setApproval(ctx, at, a.Settings, &p, *in.ApprovalRequired, initiator, now); err != nil {
@@ -558,6 +598,10 @@ func (s *Service) Update(ctx context.Context, acc account.ID, id account.PeerID,
 		}
 		if was.SSHEnabled != p.SSHEnabled {
 			events = append(events, map[bool]string{true: "peer.ssh.enable", false: "peer.ssh.disable"}[p.SSHEnabled])
+		}
+		if was.IPv6 != p.IPv6 {
+			events = append(events, "peer.ip.update")
+			meta["old_ipv6"], meta["ipv6"] = was.IPv6.String(), p.IPv6.String()
 		}
 		for _, activity := range events {
 			if _, err := at.InsertEvent(ctx, account.Event{At: now, Activity: activity, Initiator: initiator, Target: string(id), Meta: meta}); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/ipam"
 	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/v6addr"
 )
 
 // AccountUpdate is a new state of an account's adjustable parts.
@@ -23,9 +24,16 @@ type AccountUpdate struct {
 	// Network is the overlay range (invalid: unchanged), already checked
 	// by account.ParseNetworkRange. A new range re-addresses every peer.
 	Network netip.Prefix
+	// NetworkV6 is the IPv6 overlay range (invalid: unchanged), already
+	// checked by account.ParseNetworkRangeV6. A new range moves every
+	// IPv6 peer, keeping interface IDs where they fit.
+	NetworkV6 netip.Prefix
 	// KeepExtra leaves Settings.Extra as stored (a request without
 	// settings.extra, as NetBird treats it).
 	KeepExtra bool
+	// KeepIPv6Groups leaves Settings.IPv6EnabledGroups as stored (a
+	// request without ipv6_enabled_groups, as NetBird treats it).
+	KeepIPv6Groups bool
 }
 
 // ErrNetworkTooSmall is a network range with fewer host addresses than
@@ -49,6 +57,9 @@ func (s *Service) UpdateAccount(ctx context.Context, acc account.ID, u AccountUp
 		}
 		if u.KeepExtra {
 			u.Settings.Extra = old.Settings.Extra
+		}
+		if u.KeepIPv6Groups {
+			u.Settings.IPv6EnabledGroups = old.Settings.IPv6EnabledGroups
 		}
 		now := s.now().UTC()
 		event := func(activity string, meta map[string]string) error {
@@ -93,6 +104,9 @@ func (s *Service) UpdateAccount(ctx context.Context, acc account.ID, u AccountUp
 				return err
 			}
 		}
+		if err := updateIPv6(ctx, at, old, u, event); err != nil {
+			return err
+		}
 		if _, err := at.BumpSerial(ctx); err != nil {
 			return err
 		}
@@ -104,6 +118,41 @@ func (s *Service) UpdateAccount(ctx context.Context, acc account.ID, u AccountUp
 	}
 	s.notify.AccountChanged(acc)
 	return a, nil
+}
+
+// updateIPv6 applies a new IPv6 range and enabled groups: the groups must
+// exist, a new range moves the IPv6 peers, and then every peer's address
+// follows the rule (v6addr.Reconcile).
+func updateIPv6(ctx context.Context, at *store.AccountTx, old account.Account, u AccountUpdate, event func(string, map[string]string) error) error {
+	for _, id := range u.Settings.IPv6EnabledGroups {
+		if _, err := at.Group(ctx, id); errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("%w: ipv6_enabled_groups names group %q, which does not exist", ErrInvalid, id)
+		} else if err != nil {
+			return err
+		}
+	}
+	moved := u.NetworkV6.IsValid() && u.NetworkV6.Masked() != old.NetworkV6.Masked()
+	if moved {
+		if err := v6addr.Readdress(ctx, at, u.NetworkV6.Masked()); errors.Is(err, v6addr.ErrNetworkTooSmall) {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		} else if err != nil {
+			return err
+		}
+		if err := event("account.network.range.update", map[string]string{"old": old.NetworkV6.String(), "new": u.NetworkV6.Masked().String()}); err != nil {
+			return err
+		}
+	}
+	if !moved && slices.Equal(old.Settings.IPv6EnabledGroups, u.Settings.IPv6EnabledGroups) {
+		return nil
+	}
+	cur, err := at.Account(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err = v6addr.Reconcile(ctx, at, cur); errors.Is(err, v6addr.ErrNetworkTooSmall) {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return err
 }
 
 // CheckDomainZones refuses d as the peers' DNS domain when a custom zone's
@@ -171,6 +220,7 @@ func propagateAll(ctx context.Context, at *store.AccountTx) error {
 			}
 		}
 	}
+	var changed []account.GroupID
 	for gid, ids := range add {
 		g, err := at.Group(ctx, gid)
 		if errors.Is(err, store.ErrNotFound) {
@@ -192,22 +242,24 @@ func propagateAll(ctx context.Context, at *store.AccountTx) error {
 			if err := at.PutGroup(ctx, g); err != nil {
 				return err
 			}
+			changed = append(changed, gid)
 		}
 	}
-	return nil
+	_, err = v6addr.GroupsChanged(ctx, at, changed...)
+	return err
 }
 
 // sameNetwork makes a registration that picked its address before a
 // concurrent network change committed try again (Login retries on
 // ErrConflict): called once the serial bump holds the account row, it
-// sees the committed network.
-func sameNetwork(ctx context.Context, at *store.AccountTx, acc account.Account) error {
+// sees the committed network. It returns the account as committed.
+func sameNetwork(ctx context.Context, at *store.AccountTx, acc account.Account) (account.Account, error) {
 	cur, err := at.Account(ctx)
 	if err != nil {
-		return err
+		return cur, err
 	}
-	if cur.Network != acc.Network {
-		return fmt.Errorf("register: the network range changed: %w", store.ErrConflict)
+	if cur.Network != acc.Network || cur.NetworkV6 != acc.NetworkV6 {
+		return cur, fmt.Errorf("register: the network range changed: %w", store.ErrConflict)
 	}
-	return nil
+	return cur, nil
 }

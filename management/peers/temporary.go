@@ -200,7 +200,8 @@ func (s *Service) createTemporary(ctx context.Context, acc account.ID, target ac
 		if _, err := at.BumpSerial(ctx); err != nil {
 			return err
 		}
-		return sameNetwork(ctx, at, a)
+		_, err = sameNetwork(ctx, at, a)
+		return err
 	})
 	if err != nil {
 		return account.Peer{}, err

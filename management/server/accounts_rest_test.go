@@ -92,7 +92,9 @@ func testAccountSettingsREST(t *testing.T, eng storetest.Engine) {
 	for field, mutate := range map[string]func(m map[string]any){
 		"peer_expose_enabled":                    func(m map[string]any) { m["peer_expose_enabled"] = true },
 		"peer_expose_groups":                     func(m map[string]any) { m["peer_expose_groups"] = []string{"g"} },
-		"network_range_v6":                       func(m map[string]any) { m["network_range_v6"] = "fd00:1234::/64" },
+		"network_range_v6":                       func(m map[string]any) { m["network_range_v6"] = "fe80::/64" },
+		"network_range_v6 ":                      func(m map[string]any) { m["network_range_v6"] = "fd00::/40" },
+		"network_range_v6  ":                     func(m map[string]any) { m["network_range_v6"] = "10.0.0.0/16" },
 		"ipv6_enabled_groups":                    func(m map[string]any) { m["ipv6_enabled_groups"] = []string{"g"} },
 		"auto_update_version":                    func(m map[string]any) { m["auto_update_version"] = "latest" },
 		"auto_update_always":                     func(m map[string]any) { m["auto_update_always"] = true },

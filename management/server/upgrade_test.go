@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -208,6 +209,13 @@ func checkFixture(t *testing.T, e *env, m fixture) {
 			t.Error(err)
 		}
 	}
+	// Migration 0020 gave the account an IPv6 range but, as NetBird leaves
+	// upgraded accounts, no IPv6-enabled groups: IPv6 stays off.
+	set := obj(obj(list(owner.call("GET", "/api/accounts", nil, 200))[0])["settings"])
+	if r, err := netip.ParsePrefix(fmt.Sprint(set["network_range_v6"])); err != nil || r.Bits() != 64 || !netip.MustParsePrefix("fd00::/8").Contains(r.Addr()) ||
+		len(set["ipv6_enabled_groups"].([]any)) != 0 {
+		t.Errorf("upgraded IPv6 settings: network_range_v6 %v, ipv6_enabled_groups %v", set["network_range_v6"], set["ipv6_enabled_groups"])
+	}
 	listed := map[string]map[string]any{}
 	for _, p := range list(owner.call("GET", "/api/peers", nil, 200)) {
 		listed[obj(p)["id"].(string)] = obj(p)
@@ -221,13 +229,19 @@ func checkFixture(t *testing.T, e *env, m fixture) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Logging in again with its old key (no setup key): same address.
-		lr, err := testpeer.WithKey(e.conn, p.Hostname, priv).Login(ctx(t), "")
+		// Logging in again with its old key (no setup key): same address;
+		// none in the IPv6 overlay, which is off, though it reports it.
+		again := testpeer.WithKey(e.conn, p.Hostname, priv)
+		again.IPv6 = true
+		lr, err := again.Login(ctx(t), "")
 		if err != nil {
 			t.Fatalf("peer %s logs in with its old key: %v", p.Hostname, err)
 		}
 		if got := lr.GetPeerConfig().GetAddress(); got != p.IP {
 			t.Errorf("peer %s: address %s, had %s", p.Hostname, got, p.IP)
+		}
+		if v6 := lr.GetPeerConfig().GetAddressV6(); len(v6) != 0 {
+			t.Errorf("peer %s: address_v6 %x with IPv6 off", p.Hostname, v6)
 		}
 	}
 	// The owner's password.

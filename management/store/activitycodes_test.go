@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -21,17 +22,17 @@ func TestActivityCodesMigrated(t *testing.T) {
 		if err := store.MigrateTo(ctx, old, 10); err != nil {
 			t.Fatal(err)
 		}
-		acc := mkAccount(t, old, "a", "100.78.0.0/16")
-		err = old.Tx(ctx, func(tx *store.Tx) error {
-			for _, code := range []string{"peer.add", "peer.delete", "peer.rename"} {
-				if _, err := tx.In(acc.ID).InsertEvent(ctx, account.Event{At: time.Now(), Activity: code, Target: "p1"}); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
+		// The account row as that schema holds it (InsertAccount writes
+		// today's columns).
+		if err := store.ExecForTest(ctx, old, `INSERT INTO accounts (id, domain, network, serial, created_at) VALUES ('a', 'netbird.selfhosted', '100.78.0.0/16', 0, 1)`); err != nil {
 			t.Fatal(err)
+		}
+		acc := account.Account{ID: "a"}
+		for i, code := range []string{"peer.add", "peer.delete", "peer.rename"} {
+			q := fmt.Sprintf(`INSERT INTO events (account_id, seq, at, activity, target) VALUES ('a', %d, %d, '%s', 'p1')`, i+1, time.Now().UnixNano(), code)
+			if err := store.ExecForTest(ctx, old, q); err != nil {
+				t.Fatal(err)
+			}
 		}
 		old.Close()
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/wiremesh/wiremesh/management/account"
+	"github.com/wiremesh/wiremesh/management/ipam"
 )
 
 // DumpFormat versions the export format; Import refuses formats it does not
@@ -148,6 +149,15 @@ func (tx *Tx) Import(ctx context.Context, d Dump) error {
 	if d.Account.ID == "" || !d.Account.Network.IsValid() {
 		return fmt.Errorf("import: the dump has no account ID or network")
 	}
+	if !d.Account.NetworkV6.IsValid() {
+		// A dump from before the IPv6 overlay: the account gets its
+		// random /64 as migration 0020 gives one to existing accounts.
+		n, err := ipam.RandomNetworkV6()
+		if err != nil {
+			return fmt.Errorf("import account %s: %w", d.Account.ID, err)
+		}
+		d.Account.NetworkV6 = n
+	}
 	if err := tx.InsertAccount(ctx, d.Account); err != nil {
 		return fmt.Errorf("import account %s: %w", d.Account.ID, err)
 	}
@@ -192,6 +202,9 @@ func (tx *Tx) Import(ctx context.Context, d Dump) error {
 	for _, p := range d.Peers {
 		if !d.Account.Network.Contains(p.IP) {
 			return fmt.Errorf("import peer %s: address %s outside the account network %s", p.ID, p.IP, d.Account.Network)
+		}
+		if p.IPv6.IsValid() && !d.Account.NetworkV6.Contains(p.IPv6) {
+			return fmt.Errorf("import peer %s: ipv6 %s outside the account IPv6 network %s", p.ID, p.IPv6, d.Account.NetworkV6)
 		}
 		if err := a.InsertPeer(ctx, p); err != nil {
 			return fmt.Errorf("import peer %s: %w", p.ID, err)

@@ -20,12 +20,20 @@ func (tx *Tx) InsertAccount(ctx context.Context, a account.Account) error {
 	if err != nil {
 		return err
 	}
-	_, err = tx.q.exec(ctx, `INSERT INTO accounts (id, domain, network, serial, created_at, settings) VALUES (?, ?, ?, ?, ?, ?)`,
-		string(a.ID), a.Domain, a.Network.String(), int64(a.Serial), nanos(a.CreatedAt), string(settings))
+	_, err = tx.q.exec(ctx, `INSERT INTO accounts (id, domain, network, serial, created_at, settings, network_v6) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		string(a.ID), a.Domain, a.Network.String(), int64(a.Serial), nanos(a.CreatedAt), string(settings), prefixText(a.NetworkV6))
 	return mapErr(err)
 }
 
-const accountCols = `id, domain, network, serial, created_at, settings`
+// addrText stores an unset (zero) address as ” (prefixText: routes.go).
+func addrText(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}
+
+const accountCols = `id, domain, network, serial, created_at, settings, network_v6`
 
 func scanAccount(sc scanner) (account.Account, error) {
 	var (
@@ -34,9 +42,17 @@ func scanAccount(sc scanner) (account.Account, error) {
 		serial   int64
 		created  int64
 		settings string
+		net6     string
 	)
-	if err := sc.Scan(&id, &a.Domain, &net, &serial, &created, &settings); err != nil {
+	if err := sc.Scan(&id, &a.Domain, &net, &serial, &created, &settings, &net6); err != nil {
 		return account.Account{}, mapErr(err)
+	}
+	if net6 != "" {
+		p6, err := netip.ParsePrefix(net6)
+		if err != nil {
+			return account.Account{}, fmt.Errorf("account %s: bad network_v6 %q: %w", id, net6, err)
+		}
+		a.NetworkV6 = p6.Masked()
 	}
 	if err := json.Unmarshal([]byte(settings), &a.Settings); err != nil {
 		return account.Account{}, fmt.Errorf("account %s: bad settings: %w", id, err)
@@ -159,10 +175,10 @@ func (tx *Tx) InsertSetting(ctx context.Context, name, value string) error {
 
 // --- row codecs shared with the account-scoped queries ---
 
-const peerCols = `id, account_id, wg_pub_key, ip, name, dns_label, meta, ssh_pub_key, setup_key_id, ephemeral, created_at, last_login, last_seen, connected, user_id, login_expiration_enabled, approval_required, temporary, ssh_enabled`
+const peerCols = `id, account_id, wg_pub_key, ip, name, dns_label, meta, ssh_pub_key, setup_key_id, ephemeral, created_at, last_login, last_seen, connected, user_id, login_expiration_enabled, approval_required, temporary, ssh_enabled, ipv6`
 
 // peerValues are the values of peerCols for an INSERT.
-const peerValues = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
+const peerValues = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
 
 func peerArgs(p account.Peer) ([]any, error) {
 	meta, err := json.Marshal(p.Meta)
@@ -171,19 +187,25 @@ func peerArgs(p account.Peer) ([]any, error) {
 	}
 	return []any{string(p.ID), string(p.AccountID), p.Key.String(), p.IP.String(), p.Name, p.DNSLabel, string(meta), p.SSHPubKey,
 		string(p.SetupKeyID), p.Ephemeral, nanos(p.CreatedAt), nanos(p.LastLogin), nanos(p.LastSeen), p.Connected,
-		string(p.UserID), p.LoginExpirationEnabled, p.ApprovalRequired, p.Temporary, p.SSHEnabled}, nil
+		string(p.UserID), p.LoginExpirationEnabled, p.ApprovalRequired, p.Temporary, p.SSHEnabled, addrText(p.IPv6)}, nil
 }
 
 func scanPeer(sc scanner) (account.Peer, error) {
 	var (
 		p                              account.Peer
 		id, acc, k, ip, meta, sk, user string
+		ip6                            string
 		created, login, seen           int64
 	)
-	if err := sc.Scan(&id, &acc, &k, &ip, &p.Name, &p.DNSLabel, &meta, &p.SSHPubKey, &sk, &p.Ephemeral, &created, &login, &seen, &p.Connected, &user, &p.LoginExpirationEnabled, &p.ApprovalRequired, &p.Temporary, &p.SSHEnabled); err != nil {
+	if err := sc.Scan(&id, &acc, &k, &ip, &p.Name, &p.DNSLabel, &meta, &p.SSHPubKey, &sk, &p.Ephemeral, &created, &login, &seen, &p.Connected, &user, &p.LoginExpirationEnabled, &p.ApprovalRequired, &p.Temporary, &p.SSHEnabled, &ip6); err != nil {
 		return account.Peer{}, mapErr(err)
 	}
 	var err error
+	if ip6 != "" {
+		if p.IPv6, err = netip.ParseAddr(ip6); err != nil {
+			return account.Peer{}, fmt.Errorf("peer %s: bad ipv6: %w", id, err)
+		}
+	}
 	if p.Key, err = key.ParsePublic(k); err != nil {
 		return account.Peer{}, fmt.Errorf("peer %s: %w", id, err)
 	}

@@ -41,17 +41,26 @@ func Default(ctx context.Context, st *store.Store, now time.Time) (account.Accou
 }
 
 // Create makes a new account inside tx, with the built-in All group and the
-// Default All-to-All policy, which an admin can turn off.
+// Default All-to-All policy, which an admin can turn off, and a random
+// IPv6 overlay /64 enabled for the All group.
 func Create(ctx context.Context, tx *store.Tx, now time.Time) (account.Account, error) {
 	network, err := ipam.RandomNetwork()
 	if err != nil {
 		return account.Account{}, err
 	}
-	acc := account.Account{ID: account.ID(uuid.NewString()), Domain: account.DefaultDomain, Network: network, CreatedAt: now.UTC(), Settings: account.DefaultSettings()}
+	network6, err := ipam.RandomNetworkV6()
+	if err != nil {
+		return account.Account{}, err
+	}
+	acc := account.Account{ID: account.ID(uuid.NewString()), Domain: account.DefaultDomain, Network: network, NetworkV6: network6,
+		CreatedAt: now.UTC(), Settings: account.DefaultSettings()}
+	all, pol := store.DefaultAccess(acc.ID)
+	// As NetBird: a new account's peers all get IPv6 overlay addresses
+	// (those whose agents support it).
+	acc.Settings.IPv6EnabledGroups = []account.GroupID{all.ID}
 	if err := tx.InsertAccount(ctx, acc); err != nil {
 		return account.Account{}, err
 	}
-	all, pol := store.DefaultAccess(acc.ID)
 	if err := tx.In(acc.ID).PutGroup(ctx, all); err != nil {
 		return account.Account{}, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/store"
+	"github.com/wiremesh/wiremesh/management/v6addr"
 )
 
 // propagateGroups applies a change of a user's auto groups (group IDs,
@@ -21,7 +22,7 @@ func propagateGroups(ctx context.Context, at *store.AccountTx, user account.User
 	mine := func(id account.PeerID) bool {
 		return slices.ContainsFunc(peers, func(p account.Peer) bool { return p.ID == id })
 	}
-	changed := false
+	var changed []account.GroupID
 	seen := map[string]bool{}
 	for _, gid := range append(slices.Clone(old), want...) {
 		if seen[gid] {
@@ -57,10 +58,15 @@ func propagateGroups(ctx context.Context, at *store.AccountTx, user account.User
 			if err := at.PutGroup(ctx, g); err != nil {
 				return false, err
 			}
-			changed = true
+			changed = append(changed, g.ID)
 		}
 	}
-	return changed, nil
+	// Peers that joined or left an IPv6-enabled group gain or lose their
+	// IPv6 overlay address.
+	if _, err := v6addr.GroupsChanged(ctx, at, changed...); err != nil {
+		return false, err
+	}
+	return len(changed) > 0, nil
 }
 
 // sameSet reports whether a and b hold the same strings, in any order.

@@ -26,6 +26,7 @@ type jsonStatus struct {
 	Signal              jsonConn   `json:"signal"`
 	Relays              jsonRelays `json:"relays"`
 	NetbirdIP           string     `json:"netbirdIp"`
+	NetbirdIPv6         string     `json:"netbirdIpv6,omitempty"` // with its prefix length, as NetbirdIP
 	PublicKey           string     `json:"publicKey"`
 	UsesKernelInterface bool       `json:"usesKernelInterface"`
 	WireguardPort       int64      `json:"wireguardPort"`
@@ -40,6 +41,8 @@ type jsonStatus struct {
 	ExitNodePeer string `json:"exitNodePeer,omitempty"`
 	// Ours: how the host's resolver is pointed at the agent.
 	DNSMode string `json:"dnsMode,omitempty"`
+	// Ours: whether this peer is on the IPv6 overlay, and why not.
+	IPv6Mode string `json:"ipv6Mode,omitempty"`
 }
 
 type jsonPeers struct {
@@ -56,6 +59,7 @@ type jsonPair struct {
 type jsonPeer struct {
 	FQDN                   string    `json:"fqdn"`
 	NetbirdIP              string    `json:"netbirdIp"`
+	NetbirdIPv6            string    `json:"netbirdIpv6,omitempty"`
 	PublicKey              string    `json:"publicKey"`
 	Status                 string    `json:"status"`
 	LastStatusUpdate       time.Time `json:"lastStatusUpdate"`
@@ -99,12 +103,12 @@ func toJSON(r *daemonpb.StatusResponse) jsonStatus {
 			PendingApproval: fs.GetManagementState().GetPendingApproval()},
 		Signal:    jsonConn{URL: fs.GetSignalState().GetURL(), Connected: fs.GetSignalState().GetConnected(), Error: fs.GetSignalState().GetError()},
 		Relays:    jsonRelays{Details: []jsonRelay{}},
-		NetbirdIP: fs.GetLocalPeerState().GetIP(), PublicKey: fs.GetLocalPeerState().GetPubKey(),
+		NetbirdIP: fs.GetLocalPeerState().GetIP(), NetbirdIPv6: fs.GetLocalPeerState().GetIpv6(), PublicKey: fs.GetLocalPeerState().GetPubKey(),
 		UsesKernelInterface: fs.GetLocalPeerState().GetKernelInterface(), WireguardPort: fs.GetLocalPeerState().GetWgPort(),
 		FQDN: fs.GetLocalPeerState().GetFqdn(), Networks: sortedCopy(fs.GetLocalPeerState().GetNetworks()), DNSServers: []string{}, ProfileName: r.GetProfileName(), ServerVersion: r.GetServerVersion(),
 		Peers:    jsonPeers{Details: []jsonPeer{}},
 		ExitNode: fs.GetLocalPeerState().GetExitNode(), ExitNodePeer: fs.GetLocalPeerState().GetExitNodePeer(),
-		DNSMode: fs.GetLocalPeerState().GetDnsMode(),
+		DNSMode: fs.GetLocalPeerState().GetDnsMode(), IPv6Mode: fs.GetLocalPeerState().GetIpv6Mode(),
 	}
 	for _, r := range fs.GetRelays() {
 		out.Relays.Total++
@@ -123,7 +127,7 @@ func toJSON(r *daemonpb.StatusResponse) jsonStatus {
 			out.Peers.Connected++
 		}
 		jp := jsonPeer{
-			FQDN: p.GetFqdn(), NetbirdIP: p.GetIP(), PublicKey: p.GetPubKey(), Status: p.GetConnStatus(),
+			FQDN: p.GetFqdn(), NetbirdIP: p.GetIP(), NetbirdIPv6: p.GetIpv6(), PublicKey: p.GetPubKey(), Status: p.GetConnStatus(),
 			LastStatusUpdate: p.GetConnStatusUpdate().AsTime(), ConnectionType: ct,
 			IceCandidateType:     jsonPair{Local: p.GetLocalIceCandidateType(), Remote: p.GetRemoteIceCandidateType()},
 			IceCandidateEndpoint: jsonPair{Local: p.GetLocalIceCandidateEndpoint(), Remote: p.GetRemoteIceCandidateEndpoint()},
@@ -149,6 +153,7 @@ func statusCmd(g *globals) *cobra.Command {
 	f.BoolVarP(&asJSON, "json", "j", false, "print JSON")
 	f.BoolVarP(&asYAML, "yaml", "y", false, "print YAML (not supported; prints JSON)")
 	f.Bool("ipv4", false, "print only the IPv4 address")
+	f.BoolP("ipv6", "6", false, "print only the IPv6 overlay address (nothing when this peer has none)")
 	f.StringSliceVarP(&filterIPs, "filter-by-ips", "I", nil, "only these peer IPs")
 	f.StringSliceVarP(&filterNames, "filter-by-names", "N", nil, "only these peer names")
 	f.StringVarP(&filterStatus, "filter-by-status", "S", "", "idle, connecting or connected")
@@ -180,6 +185,12 @@ func statusCmd(g *globals) *cobra.Command {
 			fmt.Println(ip)
 			return nil
 		}
+		if ipv6, _ := cmd.Flags().GetBool("ipv6"); ipv6 {
+			if ip, _, _ := strings.Cut(js.NetbirdIPv6, "/"); ip != "" {
+				fmt.Println(ip)
+			}
+			return nil
+		}
 		if asJSON || asYAML {
 			enc := json.NewEncoder(os.Stdout)
 			enc.SetIndent("", "  ")
@@ -202,7 +213,7 @@ func filter(ps []jsonPeer, ips, names []string, st, ct string) []jsonPeer {
 	}
 	out := []jsonPeer{}
 	for _, p := range ps {
-		if in(p.NetbirdIP, ips) && in(p.FQDN, names) && (st == "" || strings.EqualFold(st, p.Status)) && (ct == "" || strings.EqualFold(ct, p.ConnectionType)) {
+		if (in(p.NetbirdIP, ips) || (p.NetbirdIPv6 != "" && in(p.NetbirdIPv6, ips))) && in(p.FQDN, names) && (st == "" || strings.EqualFold(st, p.Status)) && (ct == "" || strings.EqualFold(ct, p.ConnectionType)) {
 			out = append(out, p)
 		}
 	}
@@ -229,23 +240,32 @@ func printText(w io.Writer, s jsonStatus, detail bool) {
 	if detail {
 		fmt.Fprintln(w, "Peers detail:")
 		for _, p := range s.Peers.Details {
-			fmt.Fprintf(w, " %s:\n  NetBird IP: %s\n  Public key: %s\n  Status: %s\n  -- detail --\n  Connection type: %s\n  ICE candidate (Local/Remote): %s/%s\n  ICE candidate endpoints (Local/Remote): %s/%s\n  Last connection update: %s\n  Last WireGuard handshake: %s\n  Transfer status (received/sent) %d B/%d B\n  Networks: %s\n\n",
-				p.FQDN, p.NetbirdIP, p.PublicKey, p.Status, p.ConnectionType, dash(p.IceCandidateType.Local), dash(p.IceCandidateType.Remote),
+			fmt.Fprintf(w, " %s:\n  NetBird IP: %s\n%s  Public key: %s\n  Status: %s\n  -- detail --\n  Connection type: %s\n  ICE candidate (Local/Remote): %s/%s\n  ICE candidate endpoints (Local/Remote): %s/%s\n  Last connection update: %s\n  Last WireGuard handshake: %s\n  Transfer status (received/sent) %d B/%d B\n  Networks: %s\n\n",
+				p.FQDN, p.NetbirdIP, ipv6Line("  ", p.NetbirdIPv6), p.PublicKey, p.Status, p.ConnectionType, dash(p.IceCandidateType.Local), dash(p.IceCandidateType.Remote),
 				dash(p.IceCandidateEndpoint.Local), dash(p.IceCandidateEndpoint.Remote), ago(p.LastStatusUpdate), ago(p.LastWireguardHandshake),
 				p.TransferReceived, p.TransferSent, dash(strings.Join(p.Networks, ", ")))
 		}
 	}
-	fmt.Fprintf(w, "Daemon version: %s\nCLI version: %s\nProfile: %s\nDaemon status: %s\nManagement: %s (server version %s)\nSignal: %s\nRelays: %d/%d Available\nFQDN: %s\nNetBird IP: %s\nInterface type: %s\nNetworks: %s\nExit node: %s\nPeers count: %d/%d Connected\n",
+	fmt.Fprintf(w, "Daemon version: %s\nCLI version: %s\nProfile: %s\nDaemon status: %s\nManagement: %s (server version %s)\nSignal: %s\nRelays: %d/%d Available\nFQDN: %s\nNetBird IP: %s\n%sInterface type: %s\nNetworks: %s\nExit node: %s\nPeers count: %d/%d Connected\n",
 		s.DaemonVersion, s.CliVersion, dash(s.ProfileName), s.DaemonStatus, conn(s.Management), dash(s.ServerVersion), conn(s.Signal),
-		s.Relays.Available, s.Relays.Total, dash(s.FQDN), dash(s.NetbirdIP),
+		s.Relays.Available, s.Relays.Total, dash(s.FQDN), dash(s.NetbirdIP), ipv6Line("", s.NetbirdIPv6),
 		map[bool]string{true: "Kernel", false: "Userspace"}[s.UsesKernelInterface], dash(strings.Join(s.Networks, ", ")), exitNodeText(s),
 		s.Peers.Connected, s.Peers.Total)
 	if detail {
-		fmt.Fprintf(w, "DNS: %s\n", dash(s.DNSMode))
+		fmt.Fprintf(w, "DNS: %s\nIPv6: %s\n", dash(s.DNSMode), dash(s.IPv6Mode))
 	}
 	if s.Management.PendingApproval {
 		fmt.Fprintln(w, "Peer approval: pending approval (an administrator of the account must approve this peer before it can reach other peers)")
 	}
+}
+
+// ipv6Line is the "NetBird IPv6:" line, only for a peer on the IPv6
+// overlay (as the official CLI prints it).
+func ipv6Line(indent, ip string) string {
+	if ip == "" {
+		return ""
+	}
+	return indent + "NetBird IPv6: " + ip + "\n"
 }
 
 func dash(s string) string {

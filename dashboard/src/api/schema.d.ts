@@ -1214,6 +1214,9 @@ export interface components {
             routing_peer_dns_resolution_enabled?: boolean;
             dns_domain?: string;
             network_range?: string;
+            /** @description The account's IPv6 overlay range (a /48 to /120; new accounts get a random ULA /64). A new range moves every IPv6 peer, keeping interface IDs where they fit. Omitted or empty in a request: unchanged. */
+            network_range_v6?: string;
+            /** @description Group IDs whose peers get an IPv6 overlay address when their agent supports it. New accounts name the All group, upgraded ones none. Omitted in a request: unchanged. */
             ipv6_enabled_groups?: string[];
             extra?: components["schemas"]["AccountExtraSettings"];
             lazy_connection_enabled?: boolean;
@@ -1269,6 +1272,8 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             ip: string;
+            /** @description The peer's IPv6 overlay address; absent when it has none. */
+            ipv6?: string;
             connection_ip: string;
             connected: boolean;
             /** Format: date-time */
@@ -1305,6 +1310,8 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             ip: string;
+            /** @description The peer's IPv6 overlay address; absent when it has none. */
+            ipv6?: string;
             connection_ip: string;
             connected: boolean;
             /** Format: date-time */
@@ -1340,6 +1347,8 @@ export interface components {
             login_expiration_enabled: boolean;
             inactivity_expiration_enabled?: boolean;
             approval_required?: boolean;
+            /** @description A new IPv6 overlay address (admins only): a free host address of network_range_v6, for a peer in an IPv6-enabled group (412 otherwise). */
+            ipv6?: string;
         };
         /** @description wiremesh extension: the peer's connections to other peers by type, as its wiremesh agent reports them while connected to management; absent for peers that report nothing (official NetBird clients, offline peers). */
         PeerConnectionCounts: {

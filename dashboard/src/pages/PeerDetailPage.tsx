@@ -553,6 +553,11 @@ export function PeerDetailPage() {
               <Fact label="Address">
                 <Code>{p.ip}</Code>
               </Fact>
+              {p.ipv6 && (
+                <Fact label="IPv6 address">
+                  <Code>{p.ipv6}</Code>
+                </Fact>
+              )}
               <Fact label="DNS name">{p.dns_label}</Fact>
               <Fact label="Hostname">{p.hostname}</Fact>
               <Fact label="Connected from">{p.connection_ip}</Fact>
