@@ -33,7 +33,7 @@ echo "== NetBird's official client and server (for the interop tests)"
 if nb=$(bash scripts/netbird-official.sh); then
   eval "$nb"
 else
-  echo "WARNING: NetBird's client and server could not be built (see above): TestOfficialClient and TestJoinNetBirdServer will skip"
+  echo "WARNING: NetBird's client and server could not be built (see above): TestOfficialClient, TestSSHOfficial and TestJoinNetBirdServer will skip"
 fi
 echo "== go test -race"
 go test -race -timeout 20m -count=1 ./...

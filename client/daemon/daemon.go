@@ -5,6 +5,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,6 +79,9 @@ type session interface {
 	SelectNetworks(ids []string, appendSel, all bool) error
 	DeselectNetworks(ids []string, all bool) error
 	RouteSelection() engine.RouteSelection
+	// RotateSSHKey reports a new SSH key to management and, once it has
+	// it, serves with it (client/engine/ssh.go).
+	RotateSSHKey(ctx context.Context, k ed25519.PrivateKey) error
 }
 
 // startEngine is the real session starter.
@@ -281,6 +285,9 @@ func (s *Server) Login(ctx context.Context, req *daemonpb.LoginRequest) (*daemon
 	if req.DisableDns != nil {
 		cfg.DisableDNS = req.GetDisableDns()
 	}
+	if req.DisableIpv6 != nil {
+		cfg.DisableIPv6 = req.GetDisableIpv6()
+	}
 	if req.ExitNodeBlockLan != nil {
 		cfg.ExitNodeBlockLAN = req.GetExitNodeBlockLan()
 	}
@@ -311,6 +318,16 @@ func (s *Server) Login(ctx context.Context, req *daemonpb.LoginRequest) (*daemon
 	if req.EnableSSHRemotePortForwarding != nil {
 		cfg.EnableSSHRemotePortForwarding = req.GetEnableSSHRemotePortForwarding()
 	}
+	if req.GetDisableSSHAuth() {
+		// Token logins check who a user is; without them any peer a
+		// policy lets in logs in with its key.
+		if err := requireRoot(ctx, "disabling the SSH server's token authentication"); err != nil {
+			return nil, status.Error(codes.PermissionDenied, err.Error())
+		}
+	}
+	if req.DisableSSHAuth != nil {
+		cfg.DisableSSHAuth = req.GetDisableSSHAuth()
+	}
 	t, err := mgmtclient.ParseURL(cfg.ManagementURL)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -320,7 +337,7 @@ func (s *Server) Login(ctx context.Context, req *daemonpb.LoginRequest) (*daemon
 	if err := s.checkIdentity(lctx, &cfg, t, req.GetTrustNewServerKey()); err != nil {
 		return nil, err
 	}
-	if _, err := engine.Login(lctx, t, cfg.Key(), req.GetSetupKey(), cfg.Hostname, s.version, s.log); err != nil {
+	if _, err := engine.Login(lctx, t, cfg.Key(), cfg.RotatedSSHKey(), req.GetSetupKey(), cfg.Hostname, s.version, cfg.DisableIPv6, s.log); err != nil {
 		if errors.Is(err, mgmtclient.ErrNeedsLogin) && req.GetSetupKey() == "" {
 			// Not registered, or its login expired: a person logs in.
 			return s.startSSO(lctx, name, cfg, t, req.GetIsUnixDesktopClient())
@@ -400,7 +417,7 @@ func (s *Server) WaitSSOLogin(ctx context.Context, req *daemonpb.WaitSSOLoginReq
 	}
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := engine.LoginJWT(lctx, p.target, cfg.Key(), tok.JWT, cfg.Hostname, s.version, s.log); err != nil {
+	if _, err := engine.LoginJWT(lctx, p.target, cfg.Key(), cfg.RotatedSSHKey(), tok.JWT, cfg.Hostname, s.version, cfg.DisableIPv6, s.log); err != nil {
 		if errors.Is(err, mgmtclient.ErrSSORefused) {
 			return nil, status.Error(codes.PermissionDenied, err.Error())
 		}
@@ -439,8 +456,10 @@ func sameSession(a, b state.Config) bool {
 	return a.ManagementURL == b.ManagementURL && a.PrivateKey == b.PrivateKey && a.InterfaceName == b.InterfaceName &&
 		a.WireguardPort == b.WireguardPort && a.MTU == b.MTU && a.Hostname == b.Hostname && a.ExitNodeBlockLAN == b.ExitNodeBlockLAN &&
 		a.DisableClientRoutes == b.DisableClientRoutes && a.DisableServerRoutes == b.DisableServerRoutes && a.BlockLANAccess == b.BlockLANAccess &&
+		a.DisableDNS == b.DisableDNS && a.DisableIPv6 == b.DisableIPv6 &&
 		a.ServerSSHAllowed == b.ServerSSHAllowed && a.EnableSSHRoot == b.EnableSSHRoot &&
-		a.EnableSSHLocalPortForwarding == b.EnableSSHLocalPortForwarding && a.EnableSSHRemotePortForwarding == b.EnableSSHRemotePortForwarding
+		a.EnableSSHLocalPortForwarding == b.EnableSSHLocalPortForwarding && a.EnableSSHRemotePortForwarding == b.EnableSSHRemotePortForwarding &&
+		a.DisableSSHAuth == b.DisableSSHAuth && a.SSHKey == b.SSHKey
 }
 
 // Up connects the active profile. If another session runs (another
@@ -510,11 +529,12 @@ func (s *Server) engineOptions(name string, cfg state.Config, t mgmtclient.Targe
 	return engine.Options{
 		Management: t, Private: cfg.Key(), Hostname: cfg.Hostname, Interface: cfg.InterfaceName,
 		WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: s.version, Log: s.log,
-		ForceRelay: s.forceRelay, Firewall: s.firewall, KernelWG: s.kernelWG, DisableDNS: cfg.DisableDNS, ResolvConf: ResolvConf(s.profiles.Dir), StateDir: s.profiles.Dir,
+		ForceRelay: s.forceRelay, Firewall: s.firewall, KernelWG: s.kernelWG, DisableDNS: cfg.DisableDNS, DisableIPv6: cfg.DisableIPv6, ResolvConf: ResolvConf(s.profiles.Dir), StateDir: s.profiles.Dir,
 		Bundle: s.bundleSource(name), RouteSelection: engineSelection(cfg.Routes), ExitNodeLAN: !cfg.ExitNodeBlockLAN,
 		DisableClientRoutes: cfg.DisableClientRoutes, DisableServerRoutes: cfg.DisableServerRoutes, BlockLANAccess: cfg.BlockLANAccess,
 		AllowServerSSH: cfg.ServerSSHAllowed, AllowSSHRoot: cfg.EnableSSHRoot,
 		AllowSSHLocalForwarding: cfg.EnableSSHLocalPortForwarding, AllowSSHRemoteForwarding: cfg.EnableSSHRemotePortForwarding,
+		DisableSSHAuth: cfg.DisableSSHAuth, SSHKey: cfg.RotatedSSHKey(),
 	}
 }
 
@@ -589,7 +609,7 @@ func (s *Server) GetConfig(context.Context, *daemonpb.GetConfigRequest) (*daemon
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
-	return &daemonpb.GetConfigResponse{ManagementUrl: cfg.ManagementURL, ConfigFile: p,
+	return &daemonpb.GetConfigResponse{ManagementUrl: cfg.ManagementURL, ConfigFile: p, DisableIpv6: cfg.DisableIPv6,
 		InterfaceName: cfg.InterfaceName, WireguardPort: int64(cfg.WireguardPort), Hostname: cfg.Hostname}, nil
 }
 
@@ -635,12 +655,16 @@ func statusProto(st engine.Status) *daemonpb.FullStatus {
 	if !st.Address.IsValid() {
 		fs.LocalPeerState.IP = "" // no address yet; not "invalid Prefix"
 	}
+	if st.Address6.IsValid() {
+		fs.LocalPeerState.Ipv6 = st.Address6.String()
+	}
+	fs.LocalPeerState.Ipv6Mode = st.IPv6Mode
 	for _, n := range st.Served {
 		fs.LocalPeerState.Networks = append(fs.LocalPeerState.Networks, n.String())
 	}
 	for _, p := range st.Peers {
 		ps := &daemonpb.PeerState{
-			IP: p.IP, PubKey: p.Key.String(), ConnStatus: p.Conn.State, ConnStatusUpdate: timestamppb.New(p.Conn.Since),
+			IP: p.IP, Ipv6: p.IPv6, PubKey: p.Key.String(), ConnStatus: p.Conn.State, ConnStatusUpdate: timestamppb.New(p.Conn.Since),
 			Relayed: p.Conn.Relayed, LocalIceCandidateType: p.Conn.LocalType, RemoteIceCandidateType: p.Conn.RemoteType,
 			Fqdn: p.FQDN, LocalIceCandidateEndpoint: p.Conn.LocalEndpoint, RemoteIceCandidateEndpoint: p.Conn.RemoteEndpoint,
 			BytesRx: p.RxBytes, BytesTx: p.TxBytes, RelayAddress: p.Conn.RelayAddress, SshHostKey: p.SSHHostKey,

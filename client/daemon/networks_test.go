@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/ed25519"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -67,6 +68,9 @@ type fakeEngine struct {
 	offered []routes.Route
 	sel     routes.Selection
 	stopped bool
+	// sshKey is the key RotateSSHKey applied; rotateErr makes it fail.
+	sshKey    ed25519.PrivateKey
+	rotateErr error
 }
 
 func (f *fakeEngine) Stop()                        { f.mu.Lock(); f.stopped = true; f.mu.Unlock() }
@@ -512,4 +516,14 @@ func TestOfficialCLINetworks(t *testing.T) {
 			t.Errorf("official status -d lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+func (f *fakeEngine) RotateSSHKey(_ context.Context, k ed25519.PrivateKey) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rotateErr != nil {
+		return f.rotateErr
+	}
+	f.sshKey = k
+	return nil
 }

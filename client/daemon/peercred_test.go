@@ -41,6 +41,7 @@ func TestSSHSettingsNeedRoot(t *testing.T) {
 		"enable-ssh-root":                   {EnableSSHRoot: &on},
 		"enable-ssh-local-port-forwarding":  {EnableSSHLocalPortForwarding: &on},
 		"enable-ssh-remote-port-forwarding": {EnableSSHRemotePortForwarding: &on},
+		"disable-ssh-auth":                  {DisableSSHAuth: &on},
 	} {
 		if _, err := s.Login(asUser, req); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "needs root") {
 			t.Errorf("%s as uid 1000: %v", name, err)

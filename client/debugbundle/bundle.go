@@ -193,6 +193,10 @@ func (b *builder) profile() {
 			secrets = append(secrets, cfg.PrivateKey)
 			names = append(names, cfg.Hostname)
 			cfg.PrivateKey = redacted
+			if cfg.SSHKey != "" { // a rotated SSH key (netbird ssh rotate-key)
+				secrets = append(secrets, cfg.SSHKey)
+				cfg.SSHKey = redacted
+			}
 			b.cfg, _ = json.MarshalIndent(cfg, "", "  ")
 		}
 	}

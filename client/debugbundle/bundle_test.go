@@ -80,6 +80,10 @@ func logDir(t *testing.T) string {
 	return dir
 }
 
+// sshKeyPEM is a rotated SSH key as a profile keeps it (the PKCS #8
+// prefix of every ed25519 key, then a seed).
+const sshKeyPEM = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIHk8mZ1k2gN3Q0cS6cVb1qkM8cJ0yZ3Vn2J7p0z9dJtQ\n-----END PRIVATE KEY-----\n"
+
 func source(t *testing.T, dir string) Source {
 	return Source{
 		Version: "netbird test",
@@ -87,7 +91,7 @@ func source(t *testing.T, dir string) Source {
 			return []byte(`{"management":{"url":"https://mgmt.example.com:443"},"peers":[{"fqdn":"peer.netbird.selfhosted","endpoint":"8.8.8.8:51820","ip":"100.64.0.2"}]}`), nil
 		},
 		Profile: func() (state.Config, error) {
-			return state.Config{PrivateKey: privKey, ManagementURL: "https://mgmt.example.com:443", Hostname: "myhost"}, nil
+			return state.Config{PrivateKey: privKey, ManagementURL: "https://mgmt.example.com:443", Hostname: "myhost", SSHKey: sshKeyPEM}, nil
 		},
 		LogFile:  filepath.Join(dir, "client.log"),
 		Commands: map[string][]string{"ip-addr.txt": {"echo", "inet 8.8.8.8/32 and key " + privKey}},
@@ -139,7 +143,8 @@ func TestBuildContents(t *testing.T) {
 	if !strings.Contains(files["status.json"], "100.64.0.2") {
 		t.Errorf("overlay address anonymized: %s", files["status.json"])
 	}
-	if !strings.Contains(files["config.json"], `"private_key": "(redacted)"`) || !strings.Contains(files["config.json"], "anon-1.domain.invalid") {
+	if !strings.Contains(files["config.json"], `"private_key": "(redacted)"`) || !strings.Contains(files["config.json"], "anon-1.domain.invalid") ||
+		!strings.Contains(files["config.json"], `"ssh_key": "(redacted)"`) || strings.Contains(files["config.json"], "MC4CAQAwBQYDK2VwBCIEI") {
 		t.Errorf("config.json = %s", files["config.json"])
 	}
 	if !strings.Contains(files["README.txt"], "Anonymized") || res.Truncated {

@@ -6,8 +6,8 @@ package engine
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -28,7 +28,9 @@ import (
 	"github.com/wiremesh/wiremesh/client/resolvconf"
 	"github.com/wiremesh/wiremesh/client/routes"
 	"github.com/wiremesh/wiremesh/client/signalclient"
+	"github.com/wiremesh/wiremesh/client/sshaudit"
 	"github.com/wiremesh/wiremesh/client/sso"
+	"github.com/wiremesh/wiremesh/internal/compactip"
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/internal/relaywire"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
@@ -59,6 +61,11 @@ type Options struct {
 	// DisableDNS leaves the host's resolver alone and serves no peer
 	// names (netbird up --disable-dns).
 	DisableDNS bool
+	// DisableIPv6 takes no address on the IPv6 overlay: the agent does
+	// not announce the IPv6Overlay capability and sets the disableIPv6
+	// flag, so management assigns it none and sends others no IPv6
+	// address for it (netbird up --disable-ipv6).
+	DisableIPv6 bool
 	// ResolvConf is the host resolver file the DNS service takes over
 	// (with its backup beside the agent's state); a zero Path leaves it
 	// alone while still serving peer names on the overlay address.
@@ -100,6 +107,14 @@ type Options struct {
 	AllowSSHRoot             bool
 	AllowSSHLocalForwarding  bool
 	AllowSSHRemoteForwarding bool
+	// DisableSSHAuth ignores management's jwtConfig (--disable-ssh-auth):
+	// the SSH server takes peers' keys only and does not tell NetBird's
+	// clients to log in with a token.
+	DisableSSHAuth bool
+	// SSHKey is the profile's rotated SSH key (netbird ssh rotate-key):
+	// the SSH server's host key, reported at login. Nil: the key derived
+	// from Private, as for every agent that never rotated.
+	SSHKey ed25519.PrivateKey
 	// Bundle is what a remote debug bundle (a job from management)
 	// collects; nil collects the engine's status only. The engine adds
 	// its private and setup keys to the secrets.
@@ -119,6 +134,8 @@ type Engine struct {
 	filter ruleSetter
 	srv    *serverRoutes // this peer as a routing peer (serverroutes.go)
 	ssh    sshState      // this peer's SSH server (ssh.go)
+	// audit queues its events for management's activity log (sshaudit.go).
+	audit  *sshaudit.Reporter
 	meta   *mgmtpb.PeerSystemMeta
 	checks chan []string // posture check files asked for (reportChecks)
 	files  metaFiles     // their last answer; orders every SyncMeta (connreport.go)
@@ -131,7 +148,12 @@ type Engine struct {
 
 	mu   sync.Mutex
 	addr netip.Prefix
-	fqdn string
+	// addr6 is the interface's IPv6 overlay address (zero: none; see
+	// addr6.go), addr6Err why the one management assigned is not set.
+	addr6    netip.Prefix
+	addr6Err string
+	want6    netip.Prefix // the address_v6 last asked for (addr6 may differ: refused)
+	fqdn     string
 	// domainPeers is what the resolver needs to send domain route names
 	// to routing peers, swapped whole on every map: its callbacks must
 	// not take mu (domainroutes.go).
@@ -167,7 +189,9 @@ type remote struct {
 	routed []netip.Prefix
 }
 
-// Meta describes this machine to management.
+// Meta describes this machine to management, with the capabilities of
+// an agent that runs the IPv6 overlay (Options.meta drops that one when
+// IPv6 is disabled).
 func Meta(hostname, version string) *mgmtpb.PeerSystemMeta {
 	if hostname == "" {
 		hostname, _ = os.Hostname()
@@ -175,19 +199,50 @@ func Meta(hostname, version string) *mgmtpb.PeerSystemMeta {
 	return &mgmtpb.PeerSystemMeta{
 		Hostname: hostname, GoOS: runtime.GOOS, Kernel: kernelName(), KernelVersion: kernelRelease(),
 		Platform: runtime.GOARCH, OS: runtime.GOOS, NetbirdVersion: version, NetworkAddresses: interfaceAddresses(),
-		Capabilities: []mgmtpb.PeerCapability{mgmtpb.PeerCapability_PeerCapabilitySourcePrefixes},
+		Capabilities: capabilities(false),
 	}
 }
 
+// capabilities are what this agent announces: IPv6Overlay unless IPv6 is
+// disabled (management then assigns this peer no IPv6 address).
+func capabilities(disableIPv6 bool) []mgmtpb.PeerCapability {
+	c := []mgmtpb.PeerCapability{mgmtpb.PeerCapability_PeerCapabilitySourcePrefixes}
+	if !disableIPv6 {
+		c = append(c, mgmtpb.PeerCapability_PeerCapabilityIPv6Overlay)
+	}
+	return c
+}
+
+// metaFor is the meta of a login outside the engine (registration, SSO,
+// key rotation): the capabilities must match the engine's, or the peer
+// would hold an IPv6 address between this login and the engine's.
+func metaFor(hostname, version string, disableIPv6 bool) *mgmtpb.PeerSystemMeta {
+	m := Meta(hostname, version)
+	m.Capabilities = capabilities(disableIPv6)
+	m.Flags = &mgmtpb.Flags{DisableIPv6: disableIPv6}
+	return m
+}
+
+// meta is what the engine's login and every Sync send: the machine, the
+// local flags and the capabilities these options allow.
+func (o Options) meta() *mgmtpb.PeerSystemMeta {
+	m := Meta(o.Hostname, o.Version)
+	m.Flags = o.localFlags()
+	m.Capabilities = capabilities(o.DisableIPv6)
+	return m
+}
+
 // Login registers the peer if needed and returns the login response,
-// without creating anything locally.
-func Login(ctx context.Context, t mgmtclient.Target, priv key.Private, setupKey, hostname, version string, log *slog.Logger) (*mgmtpb.LoginResponse, error) {
+// without creating anything locally. sshKey is the profile's rotated SSH
+// key (nil: the derived one), which the login reports.
+func Login(ctx context.Context, t mgmtclient.Target, priv key.Private, sshKey ed25519.PrivateKey, setupKey, hostname, version string, disableIPv6 bool, log *slog.Logger) (*mgmtpb.LoginResponse, error) {
 	c, err := mgmtclient.Dial(t, priv, log)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	return c.Login(ctx, setupKey, Meta(hostname, version))
+	c.SetSSHKey(sshKey)
+	return c.Login(ctx, setupKey, metaFor(hostname, version, disableIPv6))
 }
 
 // ServerKey asks the management server at t for its key (its identity),
@@ -203,22 +258,23 @@ func ServerKey(ctx context.Context, t mgmtclient.Target, priv key.Private, log *
 
 // Start logs in, creates the interface and starts following the map.
 func Start(ctx context.Context, o Options) (*Engine, error) {
-	meta := Meta(o.Hostname, o.Version)
-	meta.Flags = o.localFlags()
+	meta := o.meta()
 	mc, err := mgmtclient.Dial(o.Management, o.Private, o.Log)
 	if err != nil {
 		return nil, err
 	}
+	mc.SetSSHKey(o.SSHKey)
 	lr, err := mc.Login(ctx, o.SetupKey, meta)
 	if err != nil {
 		mc.Close()
 		return nil, err
 	}
-	addr, err := netip.ParsePrefix(lr.GetPeerConfig().GetAddress())
+	addrs, err := mgmtclient.PeerAddresses(lr.GetPeerConfig())
 	if err != nil {
 		mc.Close()
-		return nil, fmt.Errorf("management sent a bad address %q: %w", lr.GetPeerConfig().GetAddress(), err)
+		return nil, err
 	}
+	addr := addrs.V4
 	mtu := o.MTU
 	if mtu == 0 {
 		mtu = int(lr.GetPeerConfig().GetMtu())
@@ -265,11 +321,13 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 		pending: lr.GetPeerConfig().GetWiremeshPendingApproval(),
 		peers:   map[key.Public]*remote{},
 		checks:  make(chan []string, 1),
+		audit:   sshaudit.New(sshaudit.Options{Send: mc.SSHEvents, Log: o.Log.With("component", "ssh-audit")}),
 		dns:     dnsSvc,
 		synced:  make(chan struct{}),
 	}
 	dev.Bind().SetProbeHandler(e.onProbe)
 	e.srv = newServerRoutes(o, dev.Name(), filter)
+	e.setAddress6(addrs.V6) // addr6.go
 	e.startRoutes(dev.Name())
 	// The login response's config starts the relay now, so the relayed
 	// path is ready about when the first network map arrives.
@@ -285,6 +343,8 @@ func Start(ctx context.Context, o Options) (*Engine, error) {
 	go func() { defer e.wg.Done(); e.reportChecks(rctx) }()
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.reportConns(rctx) }()
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); e.reportSSH(rctx) }()
 	go func() { defer e.wg.Done(); e.runJobs(rctx) }()
 	e.wg.Add(2)
 	go func() { defer e.wg.Done(); e.runRoutes(rctx) }()
@@ -408,6 +468,13 @@ func (e *Engine) onSync(r *mgmtpb.SyncResponse) {
 			}
 		}
 	}
+	if pc := nm.GetPeerConfig(); pc != nil {
+		if a, err := mgmtclient.PeerAddresses(pc); err != nil {
+			e.log.Error("network map: peer address not applied", "err", err)
+		} else {
+			e.syncAddress6(a.V6)
+		}
+	}
 	if pc := nm.GetPeerConfig(); pc != nil && pc.GetFqdn() != "" {
 		e.fqdn = pc.GetFqdn()
 	}
@@ -505,10 +572,13 @@ func (e *Engine) applyConfig(cfg *mgmtpb.NetbirdConfig) {
 	e.dns.pinServers(e.o.Management.Addr, cfg)
 }
 
+// parsePrefixes reads a remote peer's allowed IPs: its IPv4 address
+// and, on the IPv6 overlay, its IPv6 /128 (management sends that one only
+// to peers on the IPv6 overlay).
 func parsePrefixes(ss []string) []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range ss {
-		if p, err := netip.ParsePrefix(s); err == nil && p.Addr().Is4() {
+		if p, err := netip.ParsePrefix(s); err == nil && !p.Addr().Is4In6() && p.Addr().Zone() == "" {
 			out = append(out, p)
 		}
 	}
@@ -529,9 +599,12 @@ func samePrefixes(a, b []netip.Prefix) bool {
 
 // PeerStatus is one remote peer in a status report.
 type PeerStatus struct {
-	Key           key.Public
-	FQDN          string
-	IP            string
+	Key  key.Public
+	FQDN string
+	IP   string
+	// IPv6 is the peer's IPv6 overlay address ("" when it has none or
+	// this peer is not on the IPv6 overlay).
+	IPv6          string
 	Conn          peer.Status
 	LastHandshake time.Time
 	RxBytes       int64
@@ -543,7 +616,11 @@ type PeerStatus struct {
 
 // Status is a snapshot of the engine.
 type Status struct {
-	Address       netip.Prefix
+	Address netip.Prefix
+	// Address6 is the IPv6 overlay address (zero: none), IPv6Mode
+	// whether this peer is on the IPv6 overlay and why not (addr6.go).
+	Address6      netip.Prefix
+	IPv6Mode      string
 	FQDN          string
 	Interface     string
 	WGPort        int
@@ -576,7 +653,7 @@ func (e *Engine) Status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st := Status{
-		Address: e.addr, FQDN: e.fqdn, Interface: e.dev.Name(), WGPort: e.dev.Port(), PublicKey: e.o.Private.Public(),
+		Address: e.addr, Address6: e.addr6, IPv6Mode: e.ipv6Mode(), FQDN: e.fqdn, Interface: e.dev.Name(), WGPort: e.dev.Port(), PublicKey: e.o.Private.Public(),
 		Management: e.mgmt.URL(), ServerVersion: e.mgmt.ServerVersion(), MgmtConnected: e.mgmt.Connected(), MgmtError: e.mgmt.LastError(),
 		Signal: e.sig.Addr, SignalConn: e.sig.Connected(), SignalError: e.sig.LastError(),
 		Relays: e.relays.States(), KernelWG: e.kernel, PendingApproval: e.pending,
@@ -587,9 +664,7 @@ func (e *Engine) Status() Status {
 	}
 	for k, r := range e.peers {
 		ps := PeerStatus{Key: k, FQDN: r.cfg.GetFqdn(), Conn: r.conn.Status(), SSHHostKey: r.cfg.GetSshConfig().GetSshPubKey()}
-		if len(r.ips) > 0 {
-			ps.IP = r.ips[0].Addr().String()
-		}
+		ps.IP, ps.IPv6 = peerIPs(r.ips)
 		if s, ok := stats[k]; ok {
 			ps.LastHandshake, ps.RxBytes, ps.TxBytes = s.LastHandshake, s.RxBytes, s.TxBytes
 		}
@@ -648,15 +723,20 @@ func firewallRule(fr *mgmtpb.FirewallRule) (acl.Rule, bool) {
 	default:
 		return r, false
 	}
-	// The source prefix, when given, wins over the legacy PeerIP.
-	if sp := fr.GetSourcePrefixes(); len(sp) > 0 && len(sp[0]) == 5 {
-		if sp[0][4] == 32 {
-			r.Peer = netip.AddrFrom4([4]byte(sp[0][:4]))
-		} else if sp[0][4] != 0 {
+	// The source prefix, when given, wins over the legacy PeerIP: 5
+	// bytes for an IPv4 peer, 17 for a peer's IPv6 twin of a rule.
+	if sp := fr.GetSourcePrefixes(); len(sp) > 0 && (len(sp[0]) == 5 || len(sp[0]) == 17) {
+		p, err := compactip.Parse(sp[0])
+		switch {
+		case err != nil:
+			return r, false
+		case p.IsSingleIP():
+			r.Peer = p.Addr().Unmap() // a v4-mapped /128 is the IPv4 peer, for both filters
+		case p.Bits() != 0:
 			return r, false // a network prefix: not produced for peers
 		}
 	} else if ip, err := netip.ParseAddr(fr.GetPeerIP()); err == nil && !ip.IsUnspecified() {
-		r.Peer = ip
+		r.Peer = ip.Unmap()
 	}
 	switch pi := fr.GetPortInfo().GetPortSelection().(type) {
 	case *mgmtpb.PortInfo_Port:
@@ -702,12 +782,13 @@ func StartSSO(ctx context.Context, t mgmtclient.Target, priv key.Private, browse
 }
 
 // LoginJWT logs in (registering if needed) with a token from the
-// identity provider.
-func LoginJWT(ctx context.Context, t mgmtclient.Target, priv key.Private, jwt, hostname, version string, log *slog.Logger) (*mgmtpb.LoginResponse, error) {
+// identity provider, reporting sshKey as Login does.
+func LoginJWT(ctx context.Context, t mgmtclient.Target, priv key.Private, sshKey ed25519.PrivateKey, jwt, hostname, version string, disableIPv6 bool, log *slog.Logger) (*mgmtpb.LoginResponse, error) {
 	c, err := mgmtclient.Dial(t, priv, log)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	return c.LoginJWT(ctx, jwt, Meta(hostname, version))
+	c.SetSSHKey(sshKey)
+	return c.LoginJWT(ctx, jwt, metaFor(hostname, version, disableIPv6))
 }

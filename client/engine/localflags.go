@@ -18,8 +18,10 @@ func (o Options) localFlags() *mgmtpb.Flags {
 		DisableClientRoutes: o.DisableClientRoutes,
 		DisableServerRoutes: o.DisableServerRoutes,
 		DisableDNS:          o.DisableDNS,
+		DisableIPv6:         o.DisableIPv6,
 		BlockLANAccess:      o.BlockLANAccess,
 		ServerSSHAllowed:    o.AllowServerSSH,
+		DisableSSHAuth:      o.DisableSSHAuth,
 	}
 }
 
@@ -32,11 +34,11 @@ func (o Options) localFlags() *mgmtpb.Flags {
 // blocked. Drop rules come before accept rules in both firewalls, and a
 // legacy allow-all becomes an explicit accept so the drop applies to it
 // too.
-func withLANBlocked(r acl.Routing, lan []netip.Prefix, overlay netip.Prefix) acl.Routing {
+func withLANBlocked(r acl.Routing, lan []netip.Prefix, overlays ...netip.Prefix) acl.Routing {
 	var block []netip.Prefix
 	for _, l := range lan {
 		l = l.Masked()
-		if overlay.IsValid() && l.Overlaps(overlay.Masked()) {
+		if slices.ContainsFunc(overlays, func(o netip.Prefix) bool { return o.IsValid() && l.Overlaps(o.Masked()) }) {
 			continue
 		}
 		reached := false

@@ -100,6 +100,23 @@ func TestWithLANBlocked(t *testing.T) {
 	}
 }
 
+// TestWithLANBlockedIPv6: an IPv6 exit node (the mirrored ::/0) blocks
+// the host's IPv6 LAN as 0.0.0.0/0 blocks the IPv4 one, and never the
+// IPv6 overlay (the interface's own /64 is among the host's networks).
+func TestWithLANBlockedIPv6(t *testing.T) {
+	pfx := netip.MustParsePrefix
+	home, home6, overlay6 := pfx("192.168.1.0/24"), pfx("2001:db8:200::/64"), pfx("fd00:1234::/64")
+	lans := []netip.Prefix{home, home6, pfx("100.70.0.0/16"), overlay6}
+	any4, any6 := pfx("0.0.0.0/0"), pfx("::/0")
+	in := acl.Routing{Networks: []netip.Prefix{any4, any6}, AllowAll: true}
+	want := acl.Routing{Networks: []netip.Prefix{any4, any6}, Rules: []acl.RouteRule{
+		{Dests: []netip.Prefix{home, home6}}, {Dests: []netip.Prefix{any4, any6}, Accept: true}}}
+	got := withLANBlocked(in, lans, pfx("100.70.0.1/16"), pfx("fd00:1234::1/64"))
+	if d := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); d != "" {
+		t.Errorf("routing (-want +got):\n%s", d)
+	}
+}
+
 // synTo is an IPv4 TCP SYN from src to dst port 80.
 func synTo(src, dst netip.Addr) []byte {
 	b := make([]byte, 40)

@@ -1,7 +1,12 @@
 package engine
 
 import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
 	"net/netip"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/wiremesh/wiremesh/client/acl"
 	"github.com/wiremesh/wiremesh/client/sshserver"
@@ -15,6 +20,11 @@ type sshState struct {
 	srv     *sshserver.Server
 	addr    netip.Addr
 	overlay netip.Prefix
+	jwt     sshJWTState       // NetBird's JWT check (sshjwt.go)
+	access  *sshserver.Access // the last map's, for a restart with a new key
+	// on: the last map wants the server (it may still have failed to
+	// start, or be between two keys).
+	on bool
 }
 
 // applySSH follows the map for the SSH server (with e.mu held): it runs
@@ -25,7 +35,7 @@ type sshState struct {
 // to stop is returned, for the caller to Close once e.mu is released
 // (Close waits for sessions to end).
 func (e *Engine) applySSH(nm *mgmtpb.NetworkMap) (stop *sshserver.Server) {
-	enabled := e.ssh.srv != nil
+	enabled := e.ssh.on
 	if pc := nm.GetPeerConfig(); pc != nil {
 		enabled = e.o.AllowServerSSH && pc.GetSshConfig().GetSshEnabled()
 		if !e.o.AllowServerSSH && pc.GetSshConfig().GetSshEnabled() && e.ssh.srv == nil && !e.ssh.addr.IsValid() {
@@ -39,22 +49,46 @@ func (e *Engine) applySSH(nm *mgmtpb.NetworkMap) (stop *sshserver.Server) {
 		e.ssh.srv = nil
 		e.log.Info("SSH server stopped")
 	}
+	e.ssh.on = enabled
 	if !enabled {
 		return stop
 	}
-	access := sshAccess(nm, e.o.Private.Public(), e.log.Warn)
+	access := e.sshAccessOf(nm)
+	e.ssh.access = access
 	if e.ssh.srv != nil {
 		e.ssh.srv.SetAccess(access)
 		return stop
 	}
-	hk, err := sshserver.HostKey(e.o.Private)
+	e.startSSH(addr, overlay)
+	return stop
+}
+
+// sshAccessOf is who map nm lets log in (with e.mu held): its peers by
+// key and, unless --disable-ssh-auth, the account's users by token.
+func (e *Engine) sshAccessOf(nm *mgmtpb.NetworkMap) *sshserver.Access {
+	access := sshAccess(nm, e.o.Private.Public(), e.log.Warn)
+	if !e.o.DisableSSHAuth {
+		access.JWT = e.sshJWT(nm)
+	}
+	return access
+}
+
+// startSSH starts the SSH server on addr with the agent's SSH key and the
+// last map's access (with e.mu held, no server running).
+func (e *Engine) startSSH(addr netip.Addr, overlay netip.Prefix) {
+	k, err := sshserver.AgentKey(e.o.Private, e.o.SSHKey)
 	if err != nil {
 		e.log.Error("SSH server not started", "err", err)
-		return stop
+		return
 	}
-	srv := sshserver.New(sshserver.Options{HostKey: hk, Log: e.log.With("component", "ssh"), Overlay: overlay,
+	hk, err := sshserver.Signer(k)
+	if err != nil {
+		e.log.Error("SSH server not started", "err", err)
+		return
+	}
+	srv := sshserver.New(sshserver.Options{HostKey: hk, Log: e.log.With("component", "ssh"), Overlay: overlay, Audit: e.audit.Record,
 		AllowRoot: e.o.AllowSSHRoot, AllowLocalForwarding: e.o.AllowSSHLocalForwarding, AllowRemoteForwarding: e.o.AllowSSHRemoteForwarding})
-	srv.SetAccess(access)
+	srv.SetAccess(e.ssh.access)
 	// Port 22 as NetBird's clients expect it; 22022 (NetBird's internal
 	// port) too, for hosts whose own sshd holds 22 on every address.
 	var listening []uint16
@@ -68,19 +102,78 @@ func (e *Engine) applySSH(nm *mgmtpb.NetworkMap) (stop *sshserver.Server) {
 	if len(listening) == 0 {
 		srv.Close() // it serves nothing yet: returns at once
 		e.log.Error("SSH server not started: no port available", "address", addr)
-		return stop
+		return
 	}
 	e.ssh.srv, e.ssh.addr, e.ssh.overlay = srv, addr, overlay
 	e.log.Info("SSH server started", "address", addr, "ports", listening,
 		"local_forwarding", e.o.AllowSSHLocalForwarding, "remote_forwarding", e.o.AllowSSHRemoteForwarding)
-	return stop
+}
+
+// RotateSSHKey makes k this peer's SSH key (netbird ssh rotate-key): a
+// login of the session's own management client reports it, with this
+// session's metadata, posture answers and connection report, then
+// SetSSHKey applies it. The session's client reports k from before that
+// login on, so no other login of it can put the old key back on
+// management once management took k; management refusing k, or not
+// answering, sets the client back to the old key and changes nothing
+// else.
+func (e *Engine) RotateSSHKey(ctx context.Context, k ed25519.PrivateKey) error {
+	e.mu.Lock()
+	old := e.o.SSHKey
+	e.mu.Unlock()
+	e.mgmt.SetSSHKey(k)
+	conns := e.currentConns()
+	// The login carries metadata: built and sent under files.mu, as every
+	// metadata report (connreport.go); without the connections it would
+	// erase the connection report management keeps.
+	e.files.mu.Lock()
+	meta := proto.Clone(e.meta).(*mgmtpb.PeerSystemMeta)
+	meta.Files = e.files.files
+	meta.WiremeshConnections = &mgmtpb.WiremeshConnections{Connections: conns}
+	_, err := e.mgmt.Login(ctx, "", meta)
+	e.files.mu.Unlock()
+	if err != nil {
+		e.mgmt.SetSSHKey(old)
+		return fmt.Errorf("login with the new SSH key: %w", err)
+	}
+	e.SetSSHKey(k)
+	return nil
+}
+
+// SetSSHKey makes k the agent's SSH key from now on (netbird ssh
+// rotate-key; nil: the key derived from the WireGuard key), once
+// management has it: later logins report it, and a running SSH server
+// is restarted with it as its host key. Its sessions end: their clients
+// trusted the old key, which the owner just retired.
+func (e *Engine) SetSSHKey(k ed25519.PrivateKey) {
+	e.mgmt.SetSSHKey(k)
+	e.mu.Lock()
+	e.o.SSHKey = k
+	old := e.ssh.srv
+	e.ssh.srv = nil
+	e.mu.Unlock()
+	if old == nil {
+		return // a server started from now on takes the new key
+	}
+	// The old server holds the ports until closed; a map applied
+	// meanwhile starts the new one itself (with the new key).
+	old.Close()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped || !e.ssh.on || e.ssh.srv != nil {
+		return
+	}
+	e.startSSH(e.addr.Addr(), e.addr.Masked())
+	if e.ssh.srv != nil {
+		e.log.Info("SSH server restarted with the new SSH key")
+	}
 }
 
 // stopSSH ends the SSH server and its sessions.
 func (e *Engine) stopSSH() {
 	e.mu.Lock()
 	srv := e.ssh.srv
-	e.ssh.srv = nil
+	e.ssh.srv, e.ssh.on = nil, false
 	e.mu.Unlock()
 	if srv != nil {
 		srv.Close()
@@ -102,7 +195,8 @@ func sshAccess(nm *mgmtpb.NetworkMap, self key.Public, warn func(string, ...any)
 			continue
 		}
 		ips := parsePrefixes(rp.GetAllowedIps())
-		if k == nil || len(ips) == 0 {
+		// A peer without a key stays: it may log in with a token.
+		if len(ips) == 0 {
 			continue
 		}
 		a.Peers = append(a.Peers, sshserver.Peer{Name: rp.GetFqdn(), IP: ips[0].Addr(), Key: k})

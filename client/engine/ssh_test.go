@@ -16,7 +16,8 @@ import (
 )
 
 // TestSSHAccess: what the SSH server takes from a map: the remote peers
-// with a (valid) SSH key at their overlay address, never this peer, and
+// at their overlay address with their SSH key if valid (without one if
+// they have none), never this peer, and
 // the firewall rules as the packet filter reads them (legacy allow-all
 // included).
 func TestSSHAccess(t *testing.T) {
@@ -50,7 +51,9 @@ func TestSSHAccess(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			warned = nil
 			a := sshAccess(tc.nm, self.Public(), warn)
-			if len(a.Peers) != 1 || a.Peers[0].Name != "b.mesh" || a.Peers[0].IP != netip.MustParseAddr("100.64.0.2") {
+			// c has no key: it stays, for a token login (NetBird's JWT check).
+			if len(a.Peers) != 2 || a.Peers[0].Name != "b.mesh" || a.Peers[0].IP != netip.MustParseAddr("100.64.0.2") || a.Peers[0].Key == nil ||
+				a.Peers[1].Name != "c.mesh" || a.Peers[1].Key != nil {
 				t.Fatalf("peers %+v", a.Peers)
 			}
 			if a.AllowAll != tc.allowAll || len(a.Rules) != len(tc.rules) || (len(tc.rules) > 0 && a.Rules[0] != tc.rules[0]) {

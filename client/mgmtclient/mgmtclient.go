@@ -6,6 +6,7 @@ package mgmtclient
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -94,6 +95,20 @@ type Client struct {
 	lastErr       atomic.Value
 	serverKey     atomic.Value // key.Public
 	serverVersion atomic.Value // string
+	// sshKey is the rotated SSH key logins report (SetSSHKey); nil
+	// reports the one derived from priv.
+	sshKey atomic.Pointer[ed25519.PrivateKey]
+}
+
+// SetSSHKey makes logins report k's public half as this peer's SSH key:
+// the profile's rotated key (netbird ssh rotate-key). Without it, or with
+// nil, logins report the key derived from the WireGuard key.
+func (c *Client) SetSSHKey(k ed25519.PrivateKey) {
+	if k == nil {
+		c.sshKey.Store(nil)
+		return
+	}
+	c.sshKey.Store(&k)
 }
 
 // versionHeader is where our management server names its version.
@@ -257,10 +272,18 @@ func (c *Client) login(ctx context.Context, req *mgmtpb.LoginRequest, meta *mgmt
 	if err != nil {
 		return nil, err
 	}
-	// The SSH key is derived from the WireGuard key, so every login
-	// reports the same one (a login without it would clear it on the
-	// server and peers could no longer check this peer's SSH server).
-	sshKey, err := sshserver.AuthorizedKey(c.priv)
+	// Every login reports the SSH key (a login without it would clear it
+	// on the server and peers could no longer check this peer's SSH
+	// server): the one derived from the WireGuard key, or the rotated one.
+	var rotated ed25519.PrivateKey
+	if p := c.sshKey.Load(); p != nil {
+		rotated = *p
+	}
+	k, err := sshserver.AgentKey(c.priv, rotated)
+	if err != nil {
+		return nil, err
+	}
+	sshKey, err := sshserver.AuthorizedKeyOf(k)
 	if err != nil {
 		return nil, err
 	}

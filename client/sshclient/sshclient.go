@@ -29,6 +29,15 @@ var ErrHostKey = errors.New("host key mismatch")
 // Dial connects to addr and logs in as user with signer, accepting only
 // hostKey.
 func Dial(ctx context.Context, addr, user string, signer ssh.Signer, hostKey ssh.PublicKey) (*ssh.Client, error) {
+	return DialWithToken(ctx, addr, user, signer, hostKey, nil)
+}
+
+// DialWithToken is Dial that, when the server refuses the key but takes a
+// password, logs in with the token token returns (NetBird's JWT check:
+// its agents' servers take only a token of the account's identity
+// provider). token is called only then, so no login is asked for when
+// the key is enough; nil means no token.
+func DialWithToken(ctx context.Context, addr, user string, signer ssh.Signer, hostKey ssh.PublicKey, token func(context.Context) (string, error)) (*ssh.Client, error) {
 	if hostKey == nil {
 		return nil, fmt.Errorf("no SSH host key for %s in the network map (is SSH enabled on that peer?)", addr)
 	}
@@ -49,6 +58,18 @@ func Dial(ctx context.Context, addr, user string, signer ssh.Signer, hostKey ssh
 		// disabled, locked account) in a banner.
 		BannerCallback: func(m string) error { banner = strings.TrimSpace(m); return nil },
 	}
+	var vc *versionConn
+	if token != nil {
+		cfg.Auth = append(cfg.Auth, ssh.PasswordCallback(func() (string, error) {
+			// Our agents' servers take a token only from peers without a
+			// key: one that refused our key would refuse the token too,
+			// so no one is asked to log in for nothing.
+			if strings.Contains(vc.version(), "wiremesh") {
+				return "", errOwnKeyRefused
+			}
+			return token(ctx)
+		}))
+	}
 	d := net.Dialer{Timeout: 15 * time.Second}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -56,7 +77,8 @@ func Dial(ctx context.Context, addr, user string, signer ssh.Signer, hostKey ssh
 	}
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	defer stop()
-	sc, chans, reqs, err := ssh.NewClientConn(c, addr, cfg)
+	vc = &versionConn{Conn: c}
+	sc, chans, reqs, err := ssh.NewClientConn(vc, addr, cfg)
 	if err != nil {
 		_ = c.Close()
 		if banner != "" {
@@ -289,4 +311,40 @@ func pipe(a, b net.Conn) {
 	wg.Wait()
 	_ = a.Close()
 	_ = b.Close()
+}
+
+// errOwnKeyRefused: one of our agents refused this peer's key.
+var errOwnKeyRefused = errors.New("the peer refused this peer's SSH key")
+
+// versionConn keeps the server's version line (the first line it sends)
+// for the authentication callbacks, which the SSH library gives no
+// connection metadata.
+type versionConn struct {
+	net.Conn
+	mu   sync.Mutex
+	line []byte
+	done bool
+}
+
+func (v *versionConn) Read(p []byte) (int, error) {
+	n, err := v.Conn.Read(p)
+	v.mu.Lock()
+	if !v.done {
+		b := p[:n]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b, v.done = b[:i], true
+		}
+		if len(v.line)+len(b) > 255 { // RFC 4253: at most 255 bytes
+			b, v.done = b[:max(0, 255-len(v.line))], true
+		}
+		v.line = append(v.line, b...)
+	}
+	v.mu.Unlock()
+	return n, err
+}
+
+func (v *versionConn) version() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return string(v.line)
 }

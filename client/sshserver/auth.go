@@ -2,8 +2,9 @@
 // peer's overlay address and lets in the mesh's peers by the SSH keys the
 // network map carries for them, when a policy lets them reach this peer on
 // tcp/22 (or NetBird's internal SSH port 22022). Its host key is derived
-// from the agent's WireGuard key, and management hands its public half to
-// every peer, so clients check it without trust on first use.
+// from the agent's WireGuard key (or, once rotated, a random key kept in
+// the profile), and management hands its public half to every peer, so
+// clients check it without trust on first use.
 package sshserver
 
 import (
@@ -56,18 +57,48 @@ func HostKey(priv key.Private) (ssh.Signer, error) {
 // AuthorizedKey is the public half of HostKey in authorized_keys form, as
 // the agent reports it to management (PeerKeys.sshPubKey).
 func AuthorizedKey(priv key.Private) (string, error) {
-	s, err := HostKey(priv)
+	k, err := PrivateKey(priv)
+	if err != nil {
+		return "", err
+	}
+	return AuthorizedKeyOf(k)
+}
+
+// AgentKey is the agent's SSH key: rotated, a random key the profile
+// keeps (netbird ssh rotate-key), else (nil) the one derived from its
+// WireGuard key, so agents that never rotated keep theirs.
+func AgentKey(priv key.Private, rotated ed25519.PrivateKey) (ed25519.PrivateKey, error) {
+	if rotated != nil {
+		return rotated, nil
+	}
+	return PrivateKey(priv)
+}
+
+// Signer is k as the server's host key and the client key of `netbird
+// ssh`.
+func Signer(k ed25519.PrivateKey) (ssh.Signer, error) {
+	s, err := ssh.NewSignerFromKey(k)
+	if err != nil {
+		return nil, fmt.Errorf("SSH key: %w", err)
+	}
+	return s, nil
+}
+
+// AuthorizedKeyOf is k's public half in authorized_keys form, as the
+// agent reports it to management (PeerKeys.sshPubKey).
+func AuthorizedKeyOf(k ed25519.PrivateKey) (string, error) {
+	s, err := Signer(k)
 	if err != nil {
 		return "", err
 	}
 	return string(bytes.TrimSpace(ssh.MarshalAuthorizedKey(s.PublicKey()))), nil
 }
 
-// Peer is a remote peer of the network map that has an SSH key.
+// Peer is a remote peer of the network map.
 type Peer struct {
 	Name string // its FQDN, for logs and messages
 	IP   netip.Addr
-	Key  ssh.PublicKey
+	Key  ssh.PublicKey // nil: it can log in only with a token (JWT)
 }
 
 // Access is what the current network map allows: the peers with their
@@ -77,6 +108,10 @@ type Access struct {
 	Peers    []Peer
 	Rules    []acl.Rule
 	AllowAll bool // the map's legacy allow-all
+	// JWT, when the map carries a jwtConfig, also lets peers log in with
+	// a token of the account's identity provider (NetBird's JWT check;
+	// jwt.go). Peers need no SSH key for it.
+	JWT *JWTAuth
 }
 
 // ParsePeerKey parses a peer's key as the map carries it

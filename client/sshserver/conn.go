@@ -20,8 +20,9 @@ type conn struct {
 	s        *Server
 	sc       *ssh.ServerConn
 	ctx      context.Context
-	acc      account // the local user, resolved and checked at login
-	key      ssh.PublicKey
+	acc      account       // the local user, resolved and checked at login
+	key      ssh.PublicKey // nil for a token login
+	jwtUser  string        // the token's user ID, for a token login
 	ipAddr   netip.Addr
 	peer, ip string
 
@@ -29,14 +30,19 @@ type conn struct {
 
 	mu       sync.Mutex
 	closing  bool
+	refused  int // channels and forwards refused (auditlimit.go)
 	sessions int
 	streams  int
-	fwd      map[string]net.Listener // remote forwards (tcpip-forward) by requested address
+	fwd      map[string]net.Listener   // remote forwards (tcpip-forward) by requested address
+	fwdAudit map[string]auditedForward // -L targets audited, by host:port (audit.go)
 }
 
 // stillAllowed decides again with the current map whether the key the
 // client logged in with may reach this peer from its address.
 func (c *conn) stillAllowed() error {
+	if c.key == nil {
+		return c.s.access.Load().authorizeUser(c.jwtUser, c.ipAddr, c.acc.Name)
+	}
 	_, err := c.s.access.Load().Authorize(c.key, c.ipAddr)
 	return err
 }
@@ -68,6 +74,7 @@ func (c *conn) channels(chans <-chan ssh.NewChannel) {
 		if err := c.stillAllowed(); err != nil {
 			c.s.refuse.warn("ssh channel refused", "peer", c.peer, "ip", c.ip, "user", c.acc.Name, "reason", err)
 			_ = nc.Reject(ssh.Prohibited, err.Error())
+			c.refusedChannel(channelKind(nc.ChannelType()), err)
 			continue
 		}
 		switch nc.ChannelType() {
@@ -80,7 +87,8 @@ func (c *conn) channels(chans <-chan ssh.NewChannel) {
 			go func() { defer c.wg.Done(); defer c.give(&c.sessions); c.session(nc) }()
 		case "direct-tcpip":
 			if !c.s.o.AllowLocalForwarding {
-				_ = nc.Reject(ssh.Prohibited, "local port forwarding is disabled on this peer (netbird up --enable-ssh-local-port-forwarding)")
+				_ = nc.Reject(ssh.Prohibited, errLocalForwardingOff.Error())
+				c.refusedChannel(KindLocalForward, errLocalForwardingOff)
 				continue
 			}
 			if !c.take(&c.streams, maxStreamsPerConn) {
@@ -106,6 +114,9 @@ func (c *conn) globalRequests(reqs <-chan *ssh.Request) {
 			if err != nil {
 				c.s.log.Info("ssh remote forward refused", "peer", c.peer, "ip", c.ip, "user", c.acc.Name, "reason", err)
 				_ = r.Reply(false, nil)
+				if !errors.Is(err, errLimit) {
+					c.refusedChannel(KindRemoteForward, err)
+				}
 			}
 		case "cancel-tcpip-forward":
 			c.cancelForward(r)
@@ -187,6 +198,7 @@ func (c *conn) directTCPIP(nc ssh.NewChannel) {
 		return
 	}
 	c.s.log.Info("ssh port forward", "peer", c.peer, "ip", c.ip, "user", c.acc.Name, "to", target)
+	c.auditForward(target)
 	pipe(c.ctx, ch, reqs, tc)
 }
 
@@ -246,8 +258,14 @@ func (c *conn) tcpipForward(r *ssh.Request) error {
 	}
 	_ = r.Reply(true, reply)
 	c.s.log.Info("ssh remote forward", "peer", c.peer, "ip", c.ip, "user", c.acc.Name, "listen", ln.Addr().String())
+	id, start, listen := c.s.nextSession(), c.s.o.Now(), ln.Addr().String()
+	c.s.audit(c.event(Event{Type: SessionStart, Kind: KindRemoteForward, At: start, Session: id, Forward: listen}))
 	go func() {
 		defer c.wg.Done()
+		defer func() {
+			end := c.s.o.Now()
+			c.s.audit(c.event(Event{Type: SessionEnd, Kind: KindRemoteForward, At: end, Duration: end.Sub(start), Session: id, Forward: listen}))
+		}()
 		for {
 			tc, err := ln.Accept()
 			if err != nil {

@@ -53,6 +53,10 @@ type Options struct {
 	Passwd, Shadow string
 	// Now is the clock account expiry is judged by (nil: time.Now).
 	Now func() time.Time
+	// Audit, if set, learns of every session started and ended and
+	// every login or channel refused (for management's activity log).
+	// It is called from the sessions' goroutines and must not block.
+	Audit func(Event)
 	// SFTPServers are the paths tried for OpenSSH's sftp-server, which
 	// serves the sftp subsystem as the session's user (nil: the usual
 	// places of Debian, Fedora and Arch).
@@ -66,6 +70,10 @@ type Server struct {
 	log    *slog.Logger
 	refuse *logLimiter // refusals a stranger can trigger at will
 	access atomic.Pointer[Access]
+	// sessionSeq numbers audited sessions (audit.go).
+	sessionSeq atomic.Uint64
+	// refusals bounds Refused events per source (auditlimit.go).
+	refusals *refusalLimiter
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -94,7 +102,7 @@ func New(o Options) *Server {
 		o.Now = time.Now
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{o: o, log: o.Log, refuse: newLogLimiter(o.Log, o.Now), ctx: ctx, cancel: cancel,
+	return &Server{o: o, log: o.Log, refuse: newLogLimiter(o.Log, o.Now), refusals: newRefusalLimiter(o.Now), ctx: ctx, cancel: cancel,
 		raw: map[net.Conn]struct{}{}, perSrc: map[netip.Addr]int{}, conns: map[*conn]struct{}{}}
 }
 
@@ -112,6 +120,7 @@ func (s *Server) SetAccess(a *Access) {
 	for _, c := range conns {
 		if err := c.stillAllowed(); err != nil {
 			s.log.Info("ssh connection closed: access revoked", "peer", c.peer, "ip", c.ip, "user", c.acc.Name, "reason", err)
+			s.auditRefusal(c.event(Event{Type: Refused, Reason: "access revoked, connection closed: " + err.Error()}))
 			_ = c.sc.Close()
 		}
 	}
@@ -225,6 +234,7 @@ const (
 	extPeer    = "wiremesh-peer"
 	extIP      = "wiremesh-peer-ip"
 	extKey     = "wiremesh-peer-key"
+	extUser    = "wiremesh-jwt-user" // the token's user, for a token login
 	extAccount = "wiremesh-account"
 )
 
@@ -252,8 +262,33 @@ func (s *Server) config() *ssh.ServerConfig {
 		},
 		ServerVersion: "SSH-2.0-wiremesh",
 	}
+	if a := s.access.Load(); a != nil && a.JWT != nil {
+		// NetBird's clients log in with a token only when the version
+		// says so; ours keep logging in with their key.
+		cfg.ServerVersion = "SSH-2.0-" + netbirdServerID + "-wiremesh " + jwtMarker
+		cfg.PasswordCallback = s.tokenLogin
+	}
 	cfg.AddHostKey(s.o.HostKey)
 	return cfg
+}
+
+// tokenLogin is NetBird's JWT login: the password is the token.
+func (s *Server) tokenLogin(md ssh.ConnMetadata, password []byte) (*ssh.Permissions, error) {
+	from := addrOf(md.RemoteAddr())
+	p, id, err := s.access.Load().authorizeToken(s.ctx, string(password), from, md.User())
+	if err != nil {
+		s.refuse.warn("ssh token login refused", "from", from, "user", md.User(), "reason", err)
+		return nil, err
+	}
+	acc, err := lookupUser(md.User(), s.o)
+	if err != nil {
+		s.refuse.warn("ssh login refused", "peer", p.Name, "from", from, "user", md.User(), "jwt_user", id, "reason", err)
+		return nil, &ssh.BannerError{Err: err, Message: err.Error() + "\n"}
+	}
+	return &ssh.Permissions{
+		Extensions: map[string]string{extPeer: p.Name, extIP: p.IP.String(), extUser: id},
+		ExtraData:  map[any]any{extAccount: acc},
+	}, nil
 }
 
 func addrOf(a net.Addr) netip.Addr {
@@ -267,23 +302,32 @@ func addrOf(a net.Addr) netip.Addr {
 
 func (s *Server) handle(c net.Conn) {
 	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
-	sc, chans, reqs, err := ssh.NewServerConn(c, s.config())
+	cfg := s.config()
+	var refused refusal
+	watchRefusals(cfg, &refused)
+	sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
 	s.release(c)
 	if err != nil {
 		_ = c.Close()
+		s.auditRefused(addrOf(c.RemoteAddr()), &refused)
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
 	acc, _ := sc.Permissions.ExtraData[extAccount].(account)
-	key, kerr := ssh.ParsePublicKey([]byte(sc.Permissions.Extensions[extKey]))
+	jwtUser := sc.Permissions.Extensions[extUser]
+	var key ssh.PublicKey
+	var kerr error
+	if jwtUser == "" {
+		key, kerr = ssh.ParsePublicKey([]byte(sc.Permissions.Extensions[extKey]))
+	}
 	ip, ierr := netip.ParseAddr(sc.Permissions.Extensions[extIP])
 	if acc.Name == "" || kerr != nil || ierr != nil {
-		_ = sc.Close() // not reached: the callback always sets them
+		_ = sc.Close() // not reached: the callbacks always set them
 		return
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
-	cs := &conn{s: s, sc: sc, ctx: ctx, acc: acc, key: key, ipAddr: ip, peer: sc.Permissions.Extensions[extPeer], ip: ip.String()}
+	cs := &conn{s: s, sc: sc, ctx: ctx, acc: acc, key: key, jwtUser: jwtUser, ipAddr: ip, peer: sc.Permissions.Extensions[extPeer], ip: ip.String()}
 	if !s.register(cs) {
 		_ = sc.Close()
 		return
@@ -299,7 +343,7 @@ func (s *Server) handle(c net.Conn) {
 	if err := cs.stillAllowed(); err != nil {
 		return
 	}
-	s.log.Info("ssh connection", "peer", cs.peer, "ip", cs.ip, "user", acc.Name)
+	s.log.Info("ssh connection", "peer", cs.peer, "ip", cs.ip, "user", acc.Name, "jwt_user", jwtUser)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); cs.globalRequests(reqs) }()
@@ -316,6 +360,8 @@ func (s *Server) handle(c net.Conn) {
 	// After globalRequests returned: no forward can be added any more.
 	cs.closeForwards()
 	cs.wg.Wait()
+	cs.auditForwardsEnd()
+	cs.auditRefusalsEnd()
 }
 
 // register adds c to the open connections unless the server is closing

@@ -303,8 +303,14 @@ func (s *session) startArgv(argv []string, what string) error {
 		wait = func() error { return s.reap(cmd) }
 	}
 	s.cmd = cmd
+	// Audited once it runs: the command itself is not (it can carry
+	// secrets), only its kind.
+	c, id, start, pty := s.c, s.c.s.nextSession(), s.c.s.o.Now(), s.ptyReq != nil
+	c.s.audit(c.event(Event{Type: SessionStart, User: s.acc.Name, Kind: sessionKind(what), At: start, Session: id, PTY: pty}))
 	go func() {
 		err := wait()
+		end := c.s.o.Now()
+		c.s.audit(c.event(Event{Type: SessionEnd, User: s.acc.Name, Kind: sessionKind(what), At: end, Duration: end.Sub(start), Session: id, PTY: pty}))
 		<-s.replied
 		s.exit(err)
 		close(s.done)

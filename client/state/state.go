@@ -37,6 +37,9 @@ type Config struct {
 	WireguardPort int    `json:"wireguard_port,omitempty"`
 	MTU           int    `json:"mtu,omitempty"`
 	DisableDNS    bool   `json:"disable_dns,omitempty"`
+	// DisableIPv6: this machine takes no address on the IPv6 overlay
+	// (netbird up --disable-ipv6); it stops announcing the capability.
+	DisableIPv6 bool `json:"disable_ipv6,omitempty"`
 	// ServerKeys pins each management server's key (by URL) at first
 	// login, so a server that later presents another identity is noticed.
 	ServerKeys map[string]string `json:"server_keys,omitempty"`
@@ -74,6 +77,15 @@ type Config struct {
 	// --enable-ssh-remote-port-forwarding); off by default.
 	EnableSSHLocalPortForwarding  bool `json:"enable_ssh_local_port_forwarding,omitempty"`
 	EnableSSHRemotePortForwarding bool `json:"enable_ssh_remote_port_forwarding,omitempty"`
+	// DisableSSHAuth takes no identity-provider tokens on the SSH server
+	// (netbird up --disable-ssh-auth): keys only, and no
+	// NetBird-JWT-Required marker, so NetBird's clients log in with their
+	// keys.
+	DisableSSHAuth bool `json:"disable_ssh_auth,omitempty"`
+	// SSHKey is the SSH key this peer rotated to (netbird ssh rotate-key):
+	// an ed25519 private key, PEM (PKCS #8). Empty, as in every profile
+	// that never rotated, the SSH key is the one derived from PrivateKey.
+	SSHKey string `json:"ssh_key,omitempty"`
 }
 
 // RouteSelection is a route selection as stored: network IDs the user
@@ -114,6 +126,9 @@ func Load(path string) (Config, error) {
 	if _, err := key.ParsePrivate(c.PrivateKey); err != nil {
 		return Config{}, fmt.Errorf("config %s: private key: %w", path, err)
 	}
+	if _, err := parseSSHKey(c.SSHKey); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
 	return c, nil
 }
 
@@ -134,6 +149,11 @@ func Save(path string, c Config) error {
 	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write config: %w", err)
+	}
+	// A temporary file left by a crash keeps its old mode through
+	// WriteFile; the profile holds private keys.
+	if err := os.Chmod(tmp, 0o600); err != nil {
 		return fmt.Errorf("write config: %w", err)
 	}
 	return os.Rename(tmp, path)

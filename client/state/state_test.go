@@ -74,3 +74,62 @@ func TestProfiles(t *testing.T) {
 		t.Fatalf("remove: %v", err)
 	}
 }
+
+// TestSSHKey: a rotated SSH key is kept in the 0600 profile and read back
+// after a restart; a profile without one (every profile before the first
+// rotation) has none, so the derived key stays; a damaged one is refused
+// naming the field.
+func TestSSHKey(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "config.json")
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RotatedSSHKey() != nil || c.SSHKey != "" {
+		t.Fatalf("a new profile has a rotated SSH key: %q", c.SSHKey)
+	}
+	if b, _ := os.ReadFile(p); strings.Contains(string(b), "ssh_key") {
+		t.Fatalf("a profile that never rotated writes ssh_key: %s", b)
+	}
+	pemKey, k, err := NewSSHKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, k2, _ := NewSSHKey()
+	if k.Equal(k2) {
+		t.Fatal("two new SSH keys are the same")
+	}
+	c.SSHKey = pemKey
+	// A temporary file left by a crash, with a loose mode, must not
+	// carry the keys out as readable.
+	if err := os.WriteFile(p+".tmp", []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Save(p, c); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("profile mode %v, %v", fi.Mode(), err)
+	}
+	again, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.RotatedSSHKey().Equal(k) || again.PrivateKey != c.PrivateKey {
+		t.Fatal("the rotated SSH key did not survive a reload")
+	}
+	for name, bad := range map[string]string{
+		"not PEM":    "garbage",
+		"wrong key":  strings.Replace(pemKey, "PRIVATE KEY", "RSA PRIVATE KEY", 2),
+		"two blocks": pemKey + pemKey,
+		"bad body":   "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+	} {
+		c.SSHKey = bad
+		if err := Save(p, c); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "ssh_key") {
+			t.Errorf("%s: loaded (%v), want an error naming ssh_key", name, err)
+		}
+	}
+}

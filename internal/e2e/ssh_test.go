@@ -216,6 +216,7 @@ func TestSSH(t *testing.T) {
 	if out, code := m.sshRun(a, "root@b", "true"); code == 0 {
 		t.Errorf("a -> b after revocation: exit 0 %q", out)
 	}
+	checkSSHAudit(t, api, ids, IPOf(m.Status(a)))
 }
 
 func dialNS(ns, addr string) (net.Conn, error) {

@@ -79,6 +79,8 @@ var Activities = map[string]string{
 	// Newer than SPEC-rest.md's list, NetBird's own codes.
 	"account.setting.local.mfa.enable":  "Local users' MFA enabled",
 	"account.setting.local.mfa.disable": "Local users' MFA disabled",
+	"account.setting.ipv6.enable":       "Account IPv6 overlay enabled",
+	"account.setting.ipv6.disable":      "Account IPv6 overlay disabled",
 	// Policies and rules.
 	"rule.add": "Rule added", "rule.update": "Rule updated", "rule.delete": "Rule deleted",
 	"policy.add": "Policy added", "policy.update": "Policy updated", "policy.delete": "Policy deleted",
@@ -129,6 +131,11 @@ var Activities = map[string]string{
 	// Extensions (not in NetBird's list; clients accept unknown codes).
 	"account.domain.claim":    "Account domain claimed",
 	"account.settings.update": "Account settings changed",
+	// SSH access reported by our agents (management/sshaudit).
+	"peer.ssh.session.start":   "SSH session started",
+	"peer.ssh.session.end":     "SSH session ended",
+	"peer.ssh.session.refused": "SSH access refused",
+	"peer.ssh.events.dropped":  "SSH events lost by a peer",
 }
 
 // ActivityText is the human-readable activity of a code; an unknown code
@@ -174,6 +181,8 @@ func SettingsEvents(old, cur Settings) []SettingEvent {
 	toggle(old.RoutingPeerDNSResolutionEnabled, cur.RoutingPeerDNSResolutionEnabled, "account.setting.routing.peer.dns.resolution")
 	toggle(old.LazyConnectionEnabled, cur.LazyConnectionEnabled, "account.setting.lazy.connection")
 	toggle(old.LocalMFAEnabled, cur.LocalMFAEnabled, "account.setting.local.mfa")
+	// As NetBird: the overlay is on while any group is enabled.
+	toggle(len(old.IPv6EnabledGroups) > 0, len(cur.IPv6EnabledGroups) > 0, "account.setting.ipv6")
 	rest := map[string]string{}
 	note := func(changed bool, field string, v any) {
 		if changed {
@@ -185,6 +194,8 @@ func SettingsEvents(old, cur Settings) []SettingEvent {
 	note(fmt.Sprint(old.JWTAllowGroups) != fmt.Sprint(cur.JWTAllowGroups), "jwt_allow_groups", cur.JWTAllowGroups)
 	note(old.RegularUsersViewBlocked != cur.RegularUsersViewBlocked, "regular_users_view_blocked", cur.RegularUsersViewBlocked)
 	note(old.Extra.UserApprovalRequired != cur.Extra.UserApprovalRequired, "user_approval_required", cur.Extra.UserApprovalRequired)
+	note(len(old.IPv6EnabledGroups) > 0 && len(cur.IPv6EnabledGroups) > 0 && fmt.Sprint(old.IPv6EnabledGroups) != fmt.Sprint(cur.IPv6EnabledGroups),
+		"ipv6_enabled_groups", cur.IPv6EnabledGroups)
 	if len(rest) > 0 {
 		out = append(out, SettingEvent{Activity: "account.settings.update", Meta: rest})
 	}

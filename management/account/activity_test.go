@@ -81,7 +81,7 @@ func TestSettingsEvents(t *testing.T) {
 			case reflect.String:
 				f.SetString(f.String() + "x")
 			case reflect.Slice:
-				f.Set(reflect.Append(f, reflect.ValueOf("g")))
+				f.Set(reflect.Append(f, reflect.ValueOf("g").Convert(f.Type().Elem())))
 			default:
 				t.Fatalf("settings field %s of kind %s: teach this test to change it", n, f.Kind())
 			}

@@ -36,6 +36,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/peerconns"
 	"github.com/wiremesh/wiremesh/management/peers"
 	"github.com/wiremesh/wiremesh/management/setupkey"
+	"github.com/wiremesh/wiremesh/management/sshaudit"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/turncreds"
 	"github.com/wiremesh/wiremesh/management/updates"
@@ -114,8 +115,12 @@ type Options struct {
 	// Conns keeps the connection reports of our agents (P2P, relayed)
 	// while their streams are open; nil: reports are ignored.
 	Conns *peerconns.Tracker
-	Log   *slog.Logger
-	Now   func() time.Time
+	// SSHAudit records what our agents report of their SSH servers
+	// (WiremeshSSHEvents); nil: the method answers Unimplemented, as
+	// NetBird's server does.
+	SSHAudit *sshaudit.Recorder
+	Log      *slog.Logger
+	Now      func() time.Time
 }
 
 // SyncEnder learns that a peer's current Sync stream on this instance
@@ -137,6 +142,7 @@ type Server struct {
 	mapSlots chan struct{}
 	closed   chan struct{}
 	snaps    snapshots
+	sshAuth  sshAuthCache // each account's users for NetBird's SSH JWT check (sshauth.go)
 	// keyGuard limits wrong setup keys per source address: 10 at once,
 	// then one per 6 s. It never refuses a valid key: see checkSetupKey.
 	keyGuard *ratelimit.Limiter
@@ -287,11 +293,17 @@ func (s *Server) Login(ctx context.Context, req *mgmtpb.EncryptedMessage) (*mgmt
 	}
 	guess.Success()
 	s.logins.Add(1)
-	m := networkmap.Map{Domain: acc.Domain, Network: acc.Network, Self: peer, Flags: networkmap.FlagsOf(acc.Settings)}
+	m := networkmap.Map{Domain: acc.Domain, Network: acc.Network, Self: peer, Flags: networkmap.FlagsOf(acc.Settings), NetworkV6: acc.NetworkV6}
+	// address_v6 as every map will give it, or the client restarts in a loop.
+	if m.SelfV6, err = s.selfV6(ctx, acc, peer); err != nil {
+		return nil, s.loginError(ctx, pk, err)
+	}
 	resp := &mgmtpb.LoginResponse{
 		NetbirdConfig: s.netbirdConfig(ctx, peer),
 		PeerConfig:    peerConfig(m),
 	}
+	// NetBird's agents start their SSH server only with a jwtConfig.
+	s.addSSHAuth(ctx, peer, acc.Serial, resp.PeerConfig, nil)
 	return s.seal(sh, resp)
 }
 

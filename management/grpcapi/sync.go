@@ -102,6 +102,10 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 	// the serial of the last map or delta it was sent.
 	var lastIx *networkmap.Index
 	var clientSerial uint64
+	// The account's SSH users (sshauth.go) as last sent: they are not
+	// part of the map's signature nor of deltas, so a change sends the
+	// whole map.
+	var lastSSH uint64
 	// prepare builds and seals the current map if it is newer than what
 	// the peer has (nil: nothing to send), holding one of the map slots;
 	// done=true when the peer was deleted. Sending happens after the slot
@@ -140,9 +144,10 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 			m  networkmap.Map
 			ok bool
 		)
+		sshSame := ix == nil || s.sshFingerprint(ctx, ix, peer.ID) == lastSSH
 		if ix != nil {
 			// Unchanged inputs, unchanged map: skip the computation.
-			if sig, known := ix.Signature(peer.ID); known && !full && sig == lastSig {
+			if sig, known := ix.Signature(peer.ID); known && !full && sshSame && sig == lastSig {
 				s.mapsSkipped.Add(1)
 				if lastIx != nil {
 					lastIx = ix // same map in this state
@@ -151,7 +156,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 			} else if known {
 				lastSig = sig
 			}
-			if deltas && !full && lastIx != nil && ix.Has(peer.ID) {
+			if deltas && !full && sshSame && lastIx != nil && ix.Has(peer.ID) {
 				if ix.Serial() <= sent {
 					return nil, false, nil
 				}
@@ -192,6 +197,7 @@ func (s *Server) Sync(req *mgmtpb.EncryptedMessage, stream grpc.ServerStreamingS
 		}
 		sent = m.Serial
 		r, b := syncResponse(m, cfg, respFor{legacy: legacy, derivedDNS: derivedDNS}, remote)
+		lastSSH = s.addSSHAuth(ctx, m.Self, m.Serial, r.NetworkMap.PeerConfig, r.NetworkMap)
 		// A change elsewhere in the account that leaves this peer's map as
 		// it was (another peer's policy, a group it is not in) is not sent:
 		// only the affected peers get an update.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 
@@ -61,7 +62,13 @@ type sso struct {
 	verifier *auth.Verifier
 	users    *users.Service
 	flows    func(ctx context.Context) (grpcapi.Flows, error)
+	// sshJWT is the provider as agents' SSH servers check its tokens
+	// (NetBird's JWT check for SSH).
+	sshJWT func(ctx context.Context) (grpcapi.SSHJWT, error)
 }
+
+// SSHJWT implements grpcapi.SSHJWTSource.
+func (s sso) SSHJWT(ctx context.Context) (grpcapi.SSHJWT, error) { return s.sshJWT(ctx) }
 
 func (s sso) LoginUser(ctx context.Context, jwt string) (account.User, error) {
 	c, err := s.verifier.Verify(ctx, jwt)
@@ -106,7 +113,12 @@ func openIdentity(ctx context.Context, st *store.Store, id Identity, us *users.S
 		flows := grpcapi.Flows{ClientID: idp.AgentClientID, Audience: idp.AgentClientID, Scope: scopes,
 			AuthorizationEndpoint: ep.Authorization, TokenEndpoint: ep.Token, DeviceAuthEndpoint: ep.DeviceAuthorization,
 			RedirectURLs: idp.AgentRedirectURLs}
-		return p, v, sso{verifier: v, users: us, flows: func(context.Context) (grpcapi.Flows, error) { return flows, nil }}, nil
+		// SSH logins carry the agent's device-flow token; the dashboard's
+		// are accepted as management accepts them.
+		sshJWT := grpcapi.SSHJWT{Issuer: p.Issuer(), Audiences: []string{idp.AgentClientID, idp.DashboardClientID}, KeysLocation: ep.JWKS,
+			MaxTokenAge: sshMaxTokenAge}
+		return p, v, sso{verifier: v, users: us, flows: func(context.Context) (grpcapi.Flows, error) { return flows, nil },
+			sshJWT: func(context.Context) (grpcapi.SSHJWT, error) { return sshJWT, nil }}, nil
 	}
 	if id.ClientID == "" {
 		return nil, nil, nil, errors.New("an external identity provider needs the agents' client ID (--oidc-client-id)")
@@ -135,8 +147,25 @@ func openIdentity(ctx context.Context, st *store.Store, id Identity, us *users.S
 		return grpcapi.Flows{ClientID: id.ClientID, Audience: auds[0], Scope: scopes, UseIDToken: id.UseIDToken,
 			AuthorizationEndpoint: ep.AuthURL, TokenEndpoint: ep.TokenURL, DeviceAuthEndpoint: ep.DeviceAuthURL, RedirectURLs: redirects}, nil
 	}
-	return nil, v, sso{verifier: v, users: us, flows: flows}, nil
+	sshJWT := func(ctx context.Context) (grpcapi.SSHJWT, error) {
+		p, err := v.Provider(ctx)
+		if err != nil {
+			return grpcapi.SSHJWT{}, err
+		}
+		var d struct {
+			JWKS string `json:"jwks_uri"`
+		}
+		if err := p.Claims(&d); err != nil {
+			return grpcapi.SSHJWT{}, fmt.Errorf("provider discovery: %w", err)
+		}
+		return grpcapi.SSHJWT{Issuer: id.Issuer, Audiences: auds, KeysLocation: d.JWKS, MaxTokenAge: sshMaxTokenAge}, nil
+	}
+	return nil, v, sso{verifier: v, users: us, flows: flows, sshJWT: sshJWT}, nil
 }
+
+// sshMaxTokenAge is how old a token agents' SSH servers accept (NetBird's
+// servers' default): a login asks for a fresh one.
+const sshMaxTokenAge = 10 * time.Minute
 
 // joinUpstream lets package users decide who logs in with an account's
 // upstream identity provider.

@@ -37,6 +37,7 @@ import (
 	"github.com/wiremesh/wiremesh/management/releasecheck"
 	"github.com/wiremesh/wiremesh/management/routing"
 	"github.com/wiremesh/wiremesh/management/secretbox"
+	"github.com/wiremesh/wiremesh/management/sshaudit"
 	"github.com/wiremesh/wiremesh/management/store"
 	"github.com/wiremesh/wiremesh/management/tenant"
 	"github.com/wiremesh/wiremesh/management/turncreds"
@@ -227,7 +228,8 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	js := jobs.New(jo)
 	conns := peerconns.NewNotifying(func(acc account.ID, id account.PeerID) { live.PeerChanged(acc, id, "") }) // live, like connected: shared by gRPC (writes) and REST (reads)
 	api := grpcapi.New(grpcapi.Options{Store: st, Peers: ps, Hub: hub, Conns: conns, ServerKey: priv, Advertise: o.Advertise, TURN: o.TURN, Relay: o.Relay, Log: o.Log, SSO: sso, MaxSyncs: o.MaxSyncs, SendBudget: o.SendBudget,
-		TrustedProxies: o.TrustedProxies, Now: o.Now, JobFirstMessage: o.JobFirstMessage, Ended: ps, Jobs: js})
+		TrustedProxies: o.TrustedProxies, Now: o.Now, JobFirstMessage: o.JobFirstMessage, Ended: ps, Jobs: js,
+		SSHAudit: sshaudit.New(sshaudit.Options{Store: st, Now: o.Now, Written: func(acc account.ID) { live.Publish(acc, livefeed.Events) }})})
 	ropts := httpapi.Options{Store: st, Users: us, Peers: ps, Access: access.New(st, on(livefeed.AccessServiceKinds), o.Log),
 		Routing: routing.New(st, on(livefeed.RoutingServiceKinds), routing.Options{Log: o.Log}),
 		DNS:     dnsadmin.New(st, on(livefeed.DNSServiceKinds), dnsadmin.Options{Log: o.Log}), Live: live, DashboardOrigins: o.DashboardOrigins, Log: o.Log,

@@ -43,6 +43,10 @@ func (s *Service) Approve(ctx context.Context, caller account.User, id account.U
 		if err := at.UpdateUser(ctx, u); err != nil {
 			return err
 		}
+		// Now among the SSH users agents accept tokens of (sshusers.go).
+		if _, err := at.BumpSerial(ctx); err != nil {
+			return err
+		}
 		_, err = at.InsertEvent(ctx, account.Event{At: now, Activity: "user.approve", Initiator: string(caller.ID), Target: string(id),
 			Meta: map[string]string{"email": u.Email, "name": u.Name}})
 		return err

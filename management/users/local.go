@@ -102,7 +102,7 @@ func (s *Service) Setup(ctx context.Context, in SetupInput) (account.User, strin
 		if err := tx.InsertCredential(ctx, account.Credential{Subject: u.ID, Email: u.Email, Name: u.Name, PasswordHash: hash, CreatedAt: now}); err != nil {
 			return err
 		}
-		if err := at.InsertUser(ctx, u); err != nil {
+		if err := insertUser(ctx, at, u); err != nil {
 			return err
 		}
 		if in.CreatePAT {
@@ -359,7 +359,7 @@ func (s *Service) AcceptInvite(ctx context.Context, token, password string) (acc
 		if err := tx.InsertCredential(ctx, account.Credential{Subject: u.ID, Email: u.Email, Name: u.Name, PasswordHash: hash, CreatedAt: now}); err != nil {
 			return err
 		}
-		if err := at.InsertUser(ctx, u); err != nil {
+		if err := insertUser(ctx, at, u); err != nil {
 			return err
 		}
 		if err := at.DeleteInvite(ctx, v.ID); err != nil {

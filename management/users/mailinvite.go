@@ -142,7 +142,7 @@ func (s *Service) createInvited(ctx context.Context, caller account.User, u acco
 		if err := tx.InsertCredential(ctx, account.Credential{Subject: u.ID, Email: u.Email, Name: u.Name, PasswordHash: hash, CreatedAt: now}); err != nil {
 			return err
 		}
-		if err := at.InsertUser(ctx, u); err != nil {
+		if err := insertUser(ctx, at, u); err != nil {
 			return err
 		}
 		if err := at.PutPasswordLink(ctx, link); err != nil {

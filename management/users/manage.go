@@ -128,7 +128,7 @@ func (s *Service) Create(ctx context.Context, caller account.User, in CreateInpu
 				return err
 			}
 		}
-		if err := at.InsertUser(ctx, u); err != nil {
+		if err := insertUser(ctx, at, u); err != nil {
 			return err
 		}
 		activity := "user.create"

@@ -104,7 +104,7 @@ func (s *Service) JoinUpstream(ctx context.Context, acc account.ID, in UpstreamL
 				return err
 			}
 		}
-		if err := at.InsertUser(ctx, u); err != nil {
+		if err := insertUser(ctx, at, u); err != nil {
 			return err
 		}
 		if err := link(); err != nil {

@@ -348,7 +348,7 @@ func (s *Service) join(ctx context.Context, tx *store.Tx, c auth.Claims) (accoun
 		}
 		u.PendingApproval = a.Settings.Extra.UserApprovalRequired
 	}
-	if err := at.InsertUser(ctx, u); err != nil {
+	if err := insertUser(ctx, at, u); err != nil {
 		return account.User{}, err
 	}
 	meta := map[string]string{"email": u.Email, "role": string(role)}

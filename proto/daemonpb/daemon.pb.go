@@ -28,6 +28,95 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type RotateSSHKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateSSHKeyRequest) Reset() {
+	*x = RotateSSHKeyRequest{}
+	mi := &file_daemon_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateSSHKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateSSHKeyRequest) ProtoMessage() {}
+
+func (x *RotateSSHKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_daemon_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateSSHKeyRequest.ProtoReflect.Descriptor instead.
+func (*RotateSSHKeyRequest) Descriptor() ([]byte, []int) {
+	return file_daemon_proto_rawDescGZIP(), []int{0}
+}
+
+type RotateSSHKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new and the retired public key, in authorized_keys form.
+	SshPubKey     string `protobuf:"bytes,1,opt,name=sshPubKey,proto3" json:"sshPubKey,omitempty"`
+	OldSshPubKey  string `protobuf:"bytes,2,opt,name=oldSshPubKey,proto3" json:"oldSshPubKey,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateSSHKeyResponse) Reset() {
+	*x = RotateSSHKeyResponse{}
+	mi := &file_daemon_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateSSHKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateSSHKeyResponse) ProtoMessage() {}
+
+func (x *RotateSSHKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_daemon_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateSSHKeyResponse.ProtoReflect.Descriptor instead.
+func (*RotateSSHKeyResponse) Descriptor() ([]byte, []int) {
+	return file_daemon_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RotateSSHKeyResponse) GetSshPubKey() string {
+	if x != nil {
+		return x.SshPubKey
+	}
+	return ""
+}
+
+func (x *RotateSSHKeyResponse) GetOldSshPubKey() string {
+	if x != nil {
+		return x.OldSshPubKey
+	}
+	return ""
+}
+
 type SwitchProfileRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ProfileName   *string                `protobuf:"bytes,1,opt,name=profileName,proto3,oneof" json:"profileName,omitempty"`
@@ -38,7 +127,7 @@ type SwitchProfileRequest struct {
 
 func (x *SwitchProfileRequest) Reset() {
 	*x = SwitchProfileRequest{}
-	mi := &file_daemon_proto_msgTypes[0]
+	mi := &file_daemon_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -50,7 +139,7 @@ func (x *SwitchProfileRequest) String() string {
 func (*SwitchProfileRequest) ProtoMessage() {}
 
 func (x *SwitchProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[0]
+	mi := &file_daemon_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -63,7 +152,7 @@ func (x *SwitchProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchProfileRequest.ProtoReflect.Descriptor instead.
 func (*SwitchProfileRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{0}
+	return file_daemon_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SwitchProfileRequest) GetProfileName() string {
@@ -88,7 +177,7 @@ type SwitchProfileResponse struct {
 
 func (x *SwitchProfileResponse) Reset() {
 	*x = SwitchProfileResponse{}
-	mi := &file_daemon_proto_msgTypes[1]
+	mi := &file_daemon_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -100,7 +189,7 @@ func (x *SwitchProfileResponse) String() string {
 func (*SwitchProfileResponse) ProtoMessage() {}
 
 func (x *SwitchProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[1]
+	mi := &file_daemon_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -113,7 +202,7 @@ func (x *SwitchProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchProfileResponse.ProtoReflect.Descriptor instead.
 func (*SwitchProfileResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{1}
+	return file_daemon_proto_rawDescGZIP(), []int{3}
 }
 
 type AddProfileRequest struct {
@@ -126,7 +215,7 @@ type AddProfileRequest struct {
 
 func (x *AddProfileRequest) Reset() {
 	*x = AddProfileRequest{}
-	mi := &file_daemon_proto_msgTypes[2]
+	mi := &file_daemon_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -138,7 +227,7 @@ func (x *AddProfileRequest) String() string {
 func (*AddProfileRequest) ProtoMessage() {}
 
 func (x *AddProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[2]
+	mi := &file_daemon_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -151,7 +240,7 @@ func (x *AddProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddProfileRequest.ProtoReflect.Descriptor instead.
 func (*AddProfileRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{2}
+	return file_daemon_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AddProfileRequest) GetUsername() string {
@@ -176,7 +265,7 @@ type AddProfileResponse struct {
 
 func (x *AddProfileResponse) Reset() {
 	*x = AddProfileResponse{}
-	mi := &file_daemon_proto_msgTypes[3]
+	mi := &file_daemon_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -188,7 +277,7 @@ func (x *AddProfileResponse) String() string {
 func (*AddProfileResponse) ProtoMessage() {}
 
 func (x *AddProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[3]
+	mi := &file_daemon_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -201,7 +290,7 @@ func (x *AddProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddProfileResponse.ProtoReflect.Descriptor instead.
 func (*AddProfileResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{3}
+	return file_daemon_proto_rawDescGZIP(), []int{5}
 }
 
 type RemoveProfileRequest struct {
@@ -214,7 +303,7 @@ type RemoveProfileRequest struct {
 
 func (x *RemoveProfileRequest) Reset() {
 	*x = RemoveProfileRequest{}
-	mi := &file_daemon_proto_msgTypes[4]
+	mi := &file_daemon_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -226,7 +315,7 @@ func (x *RemoveProfileRequest) String() string {
 func (*RemoveProfileRequest) ProtoMessage() {}
 
 func (x *RemoveProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[4]
+	mi := &file_daemon_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -239,7 +328,7 @@ func (x *RemoveProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveProfileRequest.ProtoReflect.Descriptor instead.
 func (*RemoveProfileRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{4}
+	return file_daemon_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RemoveProfileRequest) GetUsername() string {
@@ -264,7 +353,7 @@ type RemoveProfileResponse struct {
 
 func (x *RemoveProfileResponse) Reset() {
 	*x = RemoveProfileResponse{}
-	mi := &file_daemon_proto_msgTypes[5]
+	mi := &file_daemon_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -276,7 +365,7 @@ func (x *RemoveProfileResponse) String() string {
 func (*RemoveProfileResponse) ProtoMessage() {}
 
 func (x *RemoveProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[5]
+	mi := &file_daemon_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -289,7 +378,7 @@ func (x *RemoveProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveProfileResponse.ProtoReflect.Descriptor instead.
 func (*RemoveProfileResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{5}
+	return file_daemon_proto_rawDescGZIP(), []int{7}
 }
 
 type ListProfilesRequest struct {
@@ -301,7 +390,7 @@ type ListProfilesRequest struct {
 
 func (x *ListProfilesRequest) Reset() {
 	*x = ListProfilesRequest{}
-	mi := &file_daemon_proto_msgTypes[6]
+	mi := &file_daemon_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -313,7 +402,7 @@ func (x *ListProfilesRequest) String() string {
 func (*ListProfilesRequest) ProtoMessage() {}
 
 func (x *ListProfilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[6]
+	mi := &file_daemon_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -326,7 +415,7 @@ func (x *ListProfilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProfilesRequest.ProtoReflect.Descriptor instead.
 func (*ListProfilesRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{6}
+	return file_daemon_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListProfilesRequest) GetUsername() string {
@@ -345,7 +434,7 @@ type ListProfilesResponse struct {
 
 func (x *ListProfilesResponse) Reset() {
 	*x = ListProfilesResponse{}
-	mi := &file_daemon_proto_msgTypes[7]
+	mi := &file_daemon_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -357,7 +446,7 @@ func (x *ListProfilesResponse) String() string {
 func (*ListProfilesResponse) ProtoMessage() {}
 
 func (x *ListProfilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[7]
+	mi := &file_daemon_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -370,7 +459,7 @@ func (x *ListProfilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProfilesResponse.ProtoReflect.Descriptor instead.
 func (*ListProfilesResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{7}
+	return file_daemon_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListProfilesResponse) GetProfiles() []*Profile {
@@ -392,7 +481,7 @@ type Profile struct {
 
 func (x *Profile) Reset() {
 	*x = Profile{}
-	mi := &file_daemon_proto_msgTypes[8]
+	mi := &file_daemon_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -404,7 +493,7 @@ func (x *Profile) String() string {
 func (*Profile) ProtoMessage() {}
 
 func (x *Profile) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[8]
+	mi := &file_daemon_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -417,7 +506,7 @@ func (x *Profile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Profile.ProtoReflect.Descriptor instead.
 func (*Profile) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{8}
+	return file_daemon_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Profile) GetName() string {
@@ -449,7 +538,7 @@ type GetActiveProfileRequest struct {
 
 func (x *GetActiveProfileRequest) Reset() {
 	*x = GetActiveProfileRequest{}
-	mi := &file_daemon_proto_msgTypes[9]
+	mi := &file_daemon_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +550,7 @@ func (x *GetActiveProfileRequest) String() string {
 func (*GetActiveProfileRequest) ProtoMessage() {}
 
 func (x *GetActiveProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[9]
+	mi := &file_daemon_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +563,7 @@ func (x *GetActiveProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetActiveProfileRequest.ProtoReflect.Descriptor instead.
 func (*GetActiveProfileRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{9}
+	return file_daemon_proto_rawDescGZIP(), []int{11}
 }
 
 type GetActiveProfileResponse struct {
@@ -487,7 +576,7 @@ type GetActiveProfileResponse struct {
 
 func (x *GetActiveProfileResponse) Reset() {
 	*x = GetActiveProfileResponse{}
-	mi := &file_daemon_proto_msgTypes[10]
+	mi := &file_daemon_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +588,7 @@ func (x *GetActiveProfileResponse) String() string {
 func (*GetActiveProfileResponse) ProtoMessage() {}
 
 func (x *GetActiveProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[10]
+	mi := &file_daemon_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +601,7 @@ func (x *GetActiveProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetActiveProfileResponse.ProtoReflect.Descriptor instead.
 func (*GetActiveProfileResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{10}
+	return file_daemon_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetActiveProfileResponse) GetProfileName() string {
@@ -559,6 +648,15 @@ type LoginRequest struct {
 	// --enable-ssh-remote-port-forwarding); unset keeps the profile's choice.
 	EnableSSHLocalPortForwarding  *bool `protobuf:"varint,36,opt,name=enableSSHLocalPortForwarding,proto3,oneof" json:"enableSSHLocalPortForwarding,omitempty"`
 	EnableSSHRemotePortForwarding *bool `protobuf:"varint,37,opt,name=enableSSHRemotePortForwarding,proto3,oneof" json:"enableSSHRemotePortForwarding,omitempty"`
+	// Take no identity-provider tokens on this peer's SSH server
+	// (--disable-ssh-auth): peers log in with their keys only and the
+	// server does not announce NetBird's JWT requirement; unset keeps the
+	// profile's choice.
+	DisableSSHAuth *bool `protobuf:"varint,38,opt,name=disableSSHAuth,proto3,oneof" json:"disableSSHAuth,omitempty"`
+	// Take no address on the IPv6 overlay (netbird up --disable-ipv6): the
+	// agent stops announcing the IPv6Overlay capability; unset keeps the
+	// profile's choice.
+	DisableIpv6 *bool `protobuf:"varint,40,opt,name=disable_ipv6,json=disableIpv6,proto3,oneof" json:"disable_ipv6,omitempty"`
 	// Our own fields.
 	// Accept a management server whose key differs from the one pinned for
 	// its URL in this profile (after a deliberate server reinstall).
@@ -573,7 +671,7 @@ type LoginRequest struct {
 
 func (x *LoginRequest) Reset() {
 	*x = LoginRequest{}
-	mi := &file_daemon_proto_msgTypes[11]
+	mi := &file_daemon_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +683,7 @@ func (x *LoginRequest) String() string {
 func (*LoginRequest) ProtoMessage() {}
 
 func (x *LoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[11]
+	mi := &file_daemon_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +696,7 @@ func (x *LoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginRequest.ProtoReflect.Descriptor instead.
 func (*LoginRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{11}
+	return file_daemon_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LoginRequest) GetSetupKey() string {
@@ -728,6 +826,20 @@ func (x *LoginRequest) GetEnableSSHRemotePortForwarding() bool {
 	return false
 }
 
+func (x *LoginRequest) GetDisableSSHAuth() bool {
+	if x != nil && x.DisableSSHAuth != nil {
+		return *x.DisableSSHAuth
+	}
+	return false
+}
+
+func (x *LoginRequest) GetDisableIpv6() bool {
+	if x != nil && x.DisableIpv6 != nil {
+		return *x.DisableIpv6
+	}
+	return false
+}
+
 func (x *LoginRequest) GetTrustNewServerKey() bool {
 	if x != nil {
 		return x.TrustNewServerKey
@@ -754,7 +866,7 @@ type LoginResponse struct {
 
 func (x *LoginResponse) Reset() {
 	*x = LoginResponse{}
-	mi := &file_daemon_proto_msgTypes[12]
+	mi := &file_daemon_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +878,7 @@ func (x *LoginResponse) String() string {
 func (*LoginResponse) ProtoMessage() {}
 
 func (x *LoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[12]
+	mi := &file_daemon_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +891,7 @@ func (x *LoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginResponse.ProtoReflect.Descriptor instead.
 func (*LoginResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{12}
+	return file_daemon_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LoginResponse) GetNeedsSSOLogin() bool {
@@ -820,7 +932,7 @@ type WaitSSOLoginRequest struct {
 
 func (x *WaitSSOLoginRequest) Reset() {
 	*x = WaitSSOLoginRequest{}
-	mi := &file_daemon_proto_msgTypes[13]
+	mi := &file_daemon_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +944,7 @@ func (x *WaitSSOLoginRequest) String() string {
 func (*WaitSSOLoginRequest) ProtoMessage() {}
 
 func (x *WaitSSOLoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[13]
+	mi := &file_daemon_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +957,7 @@ func (x *WaitSSOLoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitSSOLoginRequest.ProtoReflect.Descriptor instead.
 func (*WaitSSOLoginRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{13}
+	return file_daemon_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WaitSSOLoginRequest) GetUserCode() string {
@@ -871,7 +983,7 @@ type WaitSSOLoginResponse struct {
 
 func (x *WaitSSOLoginResponse) Reset() {
 	*x = WaitSSOLoginResponse{}
-	mi := &file_daemon_proto_msgTypes[14]
+	mi := &file_daemon_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +995,7 @@ func (x *WaitSSOLoginResponse) String() string {
 func (*WaitSSOLoginResponse) ProtoMessage() {}
 
 func (x *WaitSSOLoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[14]
+	mi := &file_daemon_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +1008,7 @@ func (x *WaitSSOLoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitSSOLoginResponse.ProtoReflect.Descriptor instead.
 func (*WaitSSOLoginResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{14}
+	return file_daemon_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WaitSSOLoginResponse) GetEmail() string {
@@ -917,7 +1029,7 @@ type UpRequest struct {
 
 func (x *UpRequest) Reset() {
 	*x = UpRequest{}
-	mi := &file_daemon_proto_msgTypes[15]
+	mi := &file_daemon_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1041,7 @@ func (x *UpRequest) String() string {
 func (*UpRequest) ProtoMessage() {}
 
 func (x *UpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[15]
+	mi := &file_daemon_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1054,7 @@ func (x *UpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpRequest.ProtoReflect.Descriptor instead.
 func (*UpRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{15}
+	return file_daemon_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpRequest) GetProfileName() string {
@@ -974,7 +1086,7 @@ type UpResponse struct {
 
 func (x *UpResponse) Reset() {
 	*x = UpResponse{}
-	mi := &file_daemon_proto_msgTypes[16]
+	mi := &file_daemon_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1098,7 @@ func (x *UpResponse) String() string {
 func (*UpResponse) ProtoMessage() {}
 
 func (x *UpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[16]
+	mi := &file_daemon_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1111,7 @@ func (x *UpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpResponse.ProtoReflect.Descriptor instead.
 func (*UpResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{16}
+	return file_daemon_proto_rawDescGZIP(), []int{18}
 }
 
 type StatusRequest struct {
@@ -1013,7 +1125,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_daemon_proto_msgTypes[17]
+	mi := &file_daemon_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1137,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[17]
+	mi := &file_daemon_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1150,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{17}
+	return file_daemon_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StatusRequest) GetGetFullPeerStatus() bool {
@@ -1076,7 +1188,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_daemon_proto_msgTypes[18]
+	mi := &file_daemon_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1200,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[18]
+	mi := &file_daemon_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1213,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{18}
+	return file_daemon_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StatusResponse) GetStatus() string {
@@ -1156,7 +1268,7 @@ type FullStatus struct {
 
 func (x *FullStatus) Reset() {
 	*x = FullStatus{}
-	mi := &file_daemon_proto_msgTypes[19]
+	mi := &file_daemon_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1280,7 @@ func (x *FullStatus) String() string {
 func (*FullStatus) ProtoMessage() {}
 
 func (x *FullStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[19]
+	mi := &file_daemon_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1293,7 @@ func (x *FullStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FullStatus.ProtoReflect.Descriptor instead.
 func (*FullStatus) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{19}
+	return file_daemon_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FullStatus) GetManagementState() *ManagementState {
@@ -1240,7 +1352,7 @@ type ManagementState struct {
 
 func (x *ManagementState) Reset() {
 	*x = ManagementState{}
-	mi := &file_daemon_proto_msgTypes[20]
+	mi := &file_daemon_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1364,7 @@ func (x *ManagementState) String() string {
 func (*ManagementState) ProtoMessage() {}
 
 func (x *ManagementState) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[20]
+	mi := &file_daemon_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1377,7 @@ func (x *ManagementState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManagementState.ProtoReflect.Descriptor instead.
 func (*ManagementState) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{20}
+	return file_daemon_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ManagementState) GetURL() string {
@@ -1307,7 +1419,7 @@ type SignalState struct {
 
 func (x *SignalState) Reset() {
 	*x = SignalState{}
-	mi := &file_daemon_proto_msgTypes[21]
+	mi := &file_daemon_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1431,7 @@ func (x *SignalState) String() string {
 func (*SignalState) ProtoMessage() {}
 
 func (x *SignalState) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[21]
+	mi := &file_daemon_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1444,7 @@ func (x *SignalState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalState.ProtoReflect.Descriptor instead.
 func (*SignalState) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{21}
+	return file_daemon_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SignalState) GetURL() string {
@@ -1367,7 +1479,7 @@ type RelayState struct {
 
 func (x *RelayState) Reset() {
 	*x = RelayState{}
-	mi := &file_daemon_proto_msgTypes[22]
+	mi := &file_daemon_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1379,7 +1491,7 @@ func (x *RelayState) String() string {
 func (*RelayState) ProtoMessage() {}
 
 func (x *RelayState) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[22]
+	mi := &file_daemon_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1392,7 +1504,7 @@ func (x *RelayState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayState.ProtoReflect.Descriptor instead.
 func (*RelayState) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{22}
+	return file_daemon_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RelayState) GetURI() string {
@@ -1437,14 +1549,18 @@ type LocalPeerState struct {
 	// dnsMode is how the host's resolver is pointed at the agent
 	// ("systemd-resolved", "NetworkManager", "resolv.conf", "hosts file",
 	// "disabled"...), for `netbird status -d`.
-	DnsMode       string `protobuf:"bytes,1002,opt,name=dnsMode,proto3" json:"dnsMode,omitempty"`
+	DnsMode string `protobuf:"bytes,1002,opt,name=dnsMode,proto3" json:"dnsMode,omitempty"`
+	// ipv6Mode says whether this peer is on the IPv6 overlay and, when not,
+	// why ("on", "disabled (--disable-ipv6)", "no address assigned...",
+	// "address not set: ..."), for `netbird status -d`.
+	Ipv6Mode      string `protobuf:"bytes,1003,opt,name=ipv6Mode,proto3" json:"ipv6Mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LocalPeerState) Reset() {
 	*x = LocalPeerState{}
-	mi := &file_daemon_proto_msgTypes[23]
+	mi := &file_daemon_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1572,7 @@ func (x *LocalPeerState) String() string {
 func (*LocalPeerState) ProtoMessage() {}
 
 func (x *LocalPeerState) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[23]
+	mi := &file_daemon_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1585,7 @@ func (x *LocalPeerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalPeerState.ProtoReflect.Descriptor instead.
 func (*LocalPeerState) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{23}
+	return file_daemon_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LocalPeerState) GetIP() string {
@@ -1556,6 +1672,13 @@ func (x *LocalPeerState) GetDnsMode() string {
 	return ""
 }
 
+func (x *LocalPeerState) GetIpv6Mode() string {
+	if x != nil {
+		return x.Ipv6Mode
+	}
+	return ""
+}
+
 type PeerState struct {
 	state                      protoimpl.MessageState `protogen:"open.v1"`
 	IP                         string                 `protobuf:"bytes,1,opt,name=IP,proto3" json:"IP,omitempty"`
@@ -1577,14 +1700,16 @@ type PeerState struct {
 	RelayAddress               string                 `protobuf:"bytes,18,opt,name=relayAddress,proto3" json:"relayAddress,omitempty"`
 	// The peer's SSH key from the network map (authorized_keys form):
 	// `netbird ssh` accepts only it as the peer's host key.
-	SshHostKey    []byte `protobuf:"bytes,19,opt,name=sshHostKey,proto3" json:"sshHostKey,omitempty"`
+	SshHostKey []byte `protobuf:"bytes,19,opt,name=sshHostKey,proto3" json:"sshHostKey,omitempty"`
+	// The peer's address on the IPv6 overlay ("" when it has none).
+	Ipv6          string `protobuf:"bytes,20,opt,name=ipv6,proto3" json:"ipv6,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PeerState) Reset() {
 	*x = PeerState{}
-	mi := &file_daemon_proto_msgTypes[24]
+	mi := &file_daemon_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1721,7 @@ func (x *PeerState) String() string {
 func (*PeerState) ProtoMessage() {}
 
 func (x *PeerState) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[24]
+	mi := &file_daemon_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1734,7 @@ func (x *PeerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerState.ProtoReflect.Descriptor instead.
 func (*PeerState) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{24}
+	return file_daemon_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PeerState) GetIP() string {
@@ -1738,6 +1863,13 @@ func (x *PeerState) GetSshHostKey() []byte {
 	return nil
 }
 
+func (x *PeerState) GetIpv6() string {
+	if x != nil {
+		return x.Ipv6
+	}
+	return ""
+}
+
 type DownRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1746,7 +1878,7 @@ type DownRequest struct {
 
 func (x *DownRequest) Reset() {
 	*x = DownRequest{}
-	mi := &file_daemon_proto_msgTypes[25]
+	mi := &file_daemon_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1758,7 +1890,7 @@ func (x *DownRequest) String() string {
 func (*DownRequest) ProtoMessage() {}
 
 func (x *DownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[25]
+	mi := &file_daemon_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1771,7 +1903,7 @@ func (x *DownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownRequest.ProtoReflect.Descriptor instead.
 func (*DownRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{25}
+	return file_daemon_proto_rawDescGZIP(), []int{27}
 }
 
 type DownResponse struct {
@@ -1782,7 +1914,7 @@ type DownResponse struct {
 
 func (x *DownResponse) Reset() {
 	*x = DownResponse{}
-	mi := &file_daemon_proto_msgTypes[26]
+	mi := &file_daemon_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +1926,7 @@ func (x *DownResponse) String() string {
 func (*DownResponse) ProtoMessage() {}
 
 func (x *DownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[26]
+	mi := &file_daemon_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +1939,7 @@ func (x *DownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownResponse.ProtoReflect.Descriptor instead.
 func (*DownResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{26}
+	return file_daemon_proto_rawDescGZIP(), []int{28}
 }
 
 type GetConfigRequest struct {
@@ -1820,7 +1952,7 @@ type GetConfigRequest struct {
 
 func (x *GetConfigRequest) Reset() {
 	*x = GetConfigRequest{}
-	mi := &file_daemon_proto_msgTypes[27]
+	mi := &file_daemon_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +1964,7 @@ func (x *GetConfigRequest) String() string {
 func (*GetConfigRequest) ProtoMessage() {}
 
 func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[27]
+	mi := &file_daemon_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +1977,7 @@ func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{27}
+	return file_daemon_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetConfigRequest) GetProfileName() string {
@@ -1867,6 +1999,8 @@ type GetConfigResponse struct {
 	ManagementUrl string                 `protobuf:"bytes,1,opt,name=managementUrl,proto3" json:"managementUrl,omitempty"`
 	ConfigFile    string                 `protobuf:"bytes,2,opt,name=configFile,proto3" json:"configFile,omitempty"`
 	LogFile       string                 `protobuf:"bytes,3,opt,name=logFile,proto3" json:"logFile,omitempty"`
+	// The reference's number: its UI shows the setting from this field.
+	DisableIpv6 bool `protobuf:"varint,27,opt,name=disable_ipv6,json=disableIpv6,proto3" json:"disable_ipv6,omitempty"`
 	// Our own fields (the reference numbers its other options differently).
 	InterfaceName string `protobuf:"bytes,1000,opt,name=interfaceName,proto3" json:"interfaceName,omitempty"`
 	WireguardPort int64  `protobuf:"varint,1001,opt,name=wireguardPort,proto3" json:"wireguardPort,omitempty"`
@@ -1877,7 +2011,7 @@ type GetConfigResponse struct {
 
 func (x *GetConfigResponse) Reset() {
 	*x = GetConfigResponse{}
-	mi := &file_daemon_proto_msgTypes[28]
+	mi := &file_daemon_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +2023,7 @@ func (x *GetConfigResponse) String() string {
 func (*GetConfigResponse) ProtoMessage() {}
 
 func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[28]
+	mi := &file_daemon_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +2036,7 @@ func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{28}
+	return file_daemon_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetConfigResponse) GetManagementUrl() string {
@@ -1924,6 +2058,13 @@ func (x *GetConfigResponse) GetLogFile() string {
 		return x.LogFile
 	}
 	return ""
+}
+
+func (x *GetConfigResponse) GetDisableIpv6() bool {
+	if x != nil {
+		return x.DisableIpv6
+	}
+	return false
 }
 
 func (x *GetConfigResponse) GetInterfaceName() string {
@@ -1957,7 +2098,7 @@ type LogoutRequest struct {
 
 func (x *LogoutRequest) Reset() {
 	*x = LogoutRequest{}
-	mi := &file_daemon_proto_msgTypes[29]
+	mi := &file_daemon_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1969,7 +2110,7 @@ func (x *LogoutRequest) String() string {
 func (*LogoutRequest) ProtoMessage() {}
 
 func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[29]
+	mi := &file_daemon_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1982,7 +2123,7 @@ func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutRequest.ProtoReflect.Descriptor instead.
 func (*LogoutRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{29}
+	return file_daemon_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LogoutRequest) GetProfileName() string {
@@ -2007,7 +2148,7 @@ type LogoutResponse struct {
 
 func (x *LogoutResponse) Reset() {
 	*x = LogoutResponse{}
-	mi := &file_daemon_proto_msgTypes[30]
+	mi := &file_daemon_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2019,7 +2160,7 @@ func (x *LogoutResponse) String() string {
 func (*LogoutResponse) ProtoMessage() {}
 
 func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[30]
+	mi := &file_daemon_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2032,7 +2173,7 @@ func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutResponse.ProtoReflect.Descriptor instead.
 func (*LogoutResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{30}
+	return file_daemon_proto_rawDescGZIP(), []int{32}
 }
 
 type ListNetworksRequest struct {
@@ -2043,7 +2184,7 @@ type ListNetworksRequest struct {
 
 func (x *ListNetworksRequest) Reset() {
 	*x = ListNetworksRequest{}
-	mi := &file_daemon_proto_msgTypes[31]
+	mi := &file_daemon_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2055,7 +2196,7 @@ func (x *ListNetworksRequest) String() string {
 func (*ListNetworksRequest) ProtoMessage() {}
 
 func (x *ListNetworksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[31]
+	mi := &file_daemon_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2068,7 +2209,7 @@ func (x *ListNetworksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNetworksRequest.ProtoReflect.Descriptor instead.
 func (*ListNetworksRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{31}
+	return file_daemon_proto_rawDescGZIP(), []int{33}
 }
 
 type ListNetworksResponse struct {
@@ -2080,7 +2221,7 @@ type ListNetworksResponse struct {
 
 func (x *ListNetworksResponse) Reset() {
 	*x = ListNetworksResponse{}
-	mi := &file_daemon_proto_msgTypes[32]
+	mi := &file_daemon_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2092,7 +2233,7 @@ func (x *ListNetworksResponse) String() string {
 func (*ListNetworksResponse) ProtoMessage() {}
 
 func (x *ListNetworksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[32]
+	mi := &file_daemon_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2105,7 +2246,7 @@ func (x *ListNetworksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNetworksResponse.ProtoReflect.Descriptor instead.
 func (*ListNetworksResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{32}
+	return file_daemon_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListNetworksResponse) GetRoutes() []*Network {
@@ -2126,7 +2267,7 @@ type SelectNetworksRequest struct {
 
 func (x *SelectNetworksRequest) Reset() {
 	*x = SelectNetworksRequest{}
-	mi := &file_daemon_proto_msgTypes[33]
+	mi := &file_daemon_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2279,7 @@ func (x *SelectNetworksRequest) String() string {
 func (*SelectNetworksRequest) ProtoMessage() {}
 
 func (x *SelectNetworksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[33]
+	mi := &file_daemon_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2292,7 @@ func (x *SelectNetworksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelectNetworksRequest.ProtoReflect.Descriptor instead.
 func (*SelectNetworksRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{33}
+	return file_daemon_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SelectNetworksRequest) GetNetworkIDs() []string {
@@ -2183,7 +2324,7 @@ type SelectNetworksResponse struct {
 
 func (x *SelectNetworksResponse) Reset() {
 	*x = SelectNetworksResponse{}
-	mi := &file_daemon_proto_msgTypes[34]
+	mi := &file_daemon_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2195,7 +2336,7 @@ func (x *SelectNetworksResponse) String() string {
 func (*SelectNetworksResponse) ProtoMessage() {}
 
 func (x *SelectNetworksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[34]
+	mi := &file_daemon_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2208,7 +2349,7 @@ func (x *SelectNetworksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelectNetworksResponse.ProtoReflect.Descriptor instead.
 func (*SelectNetworksResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{34}
+	return file_daemon_proto_rawDescGZIP(), []int{36}
 }
 
 type IPList struct {
@@ -2220,7 +2361,7 @@ type IPList struct {
 
 func (x *IPList) Reset() {
 	*x = IPList{}
-	mi := &file_daemon_proto_msgTypes[35]
+	mi := &file_daemon_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2373,7 @@ func (x *IPList) String() string {
 func (*IPList) ProtoMessage() {}
 
 func (x *IPList) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[35]
+	mi := &file_daemon_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2386,7 @@ func (x *IPList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPList.ProtoReflect.Descriptor instead.
 func (*IPList) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{35}
+	return file_daemon_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *IPList) GetIps() []string {
@@ -2276,7 +2417,7 @@ type Network struct {
 
 func (x *Network) Reset() {
 	*x = Network{}
-	mi := &file_daemon_proto_msgTypes[36]
+	mi := &file_daemon_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2429,7 @@ func (x *Network) String() string {
 func (*Network) ProtoMessage() {}
 
 func (x *Network) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[36]
+	mi := &file_daemon_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2442,7 @@ func (x *Network) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Network.ProtoReflect.Descriptor instead.
 func (*Network) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{36}
+	return file_daemon_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Network) GetID() string {
@@ -2364,7 +2505,11 @@ var File_daemon_proto protoreflect.FileDescriptor
 
 const file_daemon_proto_rawDesc = "" +
 	"\n" +
-	"\fdaemon.proto\x12\x06daemon\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/duration.proto\"{\n" +
+	"\fdaemon.proto\x12\x06daemon\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/duration.proto\"\x15\n" +
+	"\x13RotateSSHKeyRequest\"X\n" +
+	"\x14RotateSSHKeyResponse\x12\x1c\n" +
+	"\tsshPubKey\x18\x01 \x01(\tR\tsshPubKey\x12\"\n" +
+	"\foldSshPubKey\x18\x02 \x01(\tR\foldSshPubKey\"{\n" +
 	"\x14SwitchProfileRequest\x12%\n" +
 	"\vprofileName\x18\x01 \x01(\tH\x00R\vprofileName\x88\x01\x01\x12\x1f\n" +
 	"\busername\x18\x02 \x01(\tH\x01R\busername\x88\x01\x01B\x0e\n" +
@@ -2390,7 +2535,8 @@ const file_daemon_proto_rawDesc = "" +
 	"\x17GetActiveProfileRequest\"X\n" +
 	"\x18GetActiveProfileResponse\x12 \n" +
 	"\vprofileName\x18\x01 \x01(\tR\vprofileName\x12\x1a\n" +
-	"\busername\x18\x02 \x01(\tR\busername\"\xa2\t\n" +
+	"\busername\x18\x02 \x01(\tR\busername\"\x9b\n" +
+	"\n" +
 	"\fLoginRequest\x12\x1a\n" +
 	"\bsetupKey\x18\x01 \x01(\tR\bsetupKey\x12&\n" +
 	"\fpreSharedKey\x18\x02 \x01(\tB\x02\x18\x01R\fpreSharedKey\x12$\n" +
@@ -2411,9 +2557,11 @@ const file_daemon_proto_rawDesc = "" +
 	"\renableSSHRoot\x18\" \x01(\bH\tR\renableSSHRoot\x88\x01\x01\x12G\n" +
 	"\x1cenableSSHLocalPortForwarding\x18$ \x01(\bH\n" +
 	"R\x1cenableSSHLocalPortForwarding\x88\x01\x01\x12I\n" +
-	"\x1denableSSHRemotePortForwarding\x18% \x01(\bH\vR\x1denableSSHRemotePortForwarding\x88\x01\x01\x12-\n" +
+	"\x1denableSSHRemotePortForwarding\x18% \x01(\bH\vR\x1denableSSHRemotePortForwarding\x88\x01\x01\x12+\n" +
+	"\x0edisableSSHAuth\x18& \x01(\bH\fR\x0edisableSSHAuth\x88\x01\x01\x12&\n" +
+	"\fdisable_ipv6\x18( \x01(\bH\rR\vdisableIpv6\x88\x01\x01\x12-\n" +
 	"\x11trustNewServerKey\x18\xe8\a \x01(\bR\x11trustNewServerKey\x120\n" +
-	"\x10exitNodeBlockLan\x18\xe9\a \x01(\bH\fR\x10exitNodeBlockLan\x88\x01\x01B\x10\n" +
+	"\x10exitNodeBlockLan\x18\xe9\a \x01(\bH\x0eR\x10exitNodeBlockLan\x88\x01\x01B\x10\n" +
 	"\x0e_interfaceNameB\x10\n" +
 	"\x0e_wireguardPortB\x13\n" +
 	"\x11_serverSSHAllowedB\x18\n" +
@@ -2425,7 +2573,9 @@ const file_daemon_proto_rawDesc = "" +
 	"\x04_mtuB\x10\n" +
 	"\x0e_enableSSHRootB\x1f\n" +
 	"\x1d_enableSSHLocalPortForwardingB \n" +
-	"\x1e_enableSSHRemotePortForwardingB\x13\n" +
+	"\x1e_enableSSHRemotePortForwardingB\x11\n" +
+	"\x0f_disableSSHAuthB\x0f\n" +
+	"\r_disable_ipv6B\x13\n" +
 	"\x11_exitNodeBlockLan\"\xb5\x01\n" +
 	"\rLoginResponse\x12$\n" +
 	"\rneedsSSOLogin\x18\x01 \x01(\bR\rneedsSSOLogin\x12\x1a\n" +
@@ -2480,7 +2630,7 @@ const file_daemon_proto_rawDesc = "" +
 	"RelayState\x12\x10\n" +
 	"\x03URI\x18\x01 \x01(\tR\x03URI\x12\x1c\n" +
 	"\tavailable\x18\x02 \x01(\bR\tavailable\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\xf9\x02\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\x96\x03\n" +
 	"\x0eLocalPeerState\x12\x0e\n" +
 	"\x02IP\x18\x01 \x01(\tR\x02IP\x12\x16\n" +
 	"\x06pubKey\x18\x02 \x01(\tR\x06pubKey\x12(\n" +
@@ -2493,7 +2643,8 @@ const file_daemon_proto_rawDesc = "" +
 	"\x06wgPort\x18\t \x01(\x03R\x06wgPort\x12\x1b\n" +
 	"\bexitNode\x18\xe8\a \x01(\tR\bexitNode\x12#\n" +
 	"\fexitNodePeer\x18\xe9\a \x01(\tR\fexitNodePeer\x12\x19\n" +
-	"\adnsMode\x18\xea\a \x01(\tR\adnsMode\"\xfe\x05\n" +
+	"\adnsMode\x18\xea\a \x01(\tR\adnsMode\x12\x1b\n" +
+	"\bipv6Mode\x18\xeb\a \x01(\tR\bipv6Mode\"\x92\x06\n" +
 	"\tPeerState\x12\x0e\n" +
 	"\x02IP\x18\x01 \x01(\tR\x02IP\x12\x16\n" +
 	"\x06pubKey\x18\x02 \x01(\tR\x06pubKey\x12\x1e\n" +
@@ -2517,18 +2668,20 @@ const file_daemon_proto_rawDesc = "" +
 	"\frelayAddress\x18\x12 \x01(\tR\frelayAddress\x12\x1e\n" +
 	"\n" +
 	"sshHostKey\x18\x13 \x01(\fR\n" +
-	"sshHostKey\"\r\n" +
+	"sshHostKey\x12\x12\n" +
+	"\x04ipv6\x18\x14 \x01(\tR\x04ipv6\"\r\n" +
 	"\vDownRequest\"\x0e\n" +
 	"\fDownResponse\"P\n" +
 	"\x10GetConfigRequest\x12 \n" +
 	"\vprofileName\x18\x01 \x01(\tR\vprofileName\x12\x1a\n" +
-	"\busername\x18\x02 \x01(\tR\busername\"\xde\x01\n" +
+	"\busername\x18\x02 \x01(\tR\busername\"\x81\x02\n" +
 	"\x11GetConfigResponse\x12$\n" +
 	"\rmanagementUrl\x18\x01 \x01(\tR\rmanagementUrl\x12\x1e\n" +
 	"\n" +
 	"configFile\x18\x02 \x01(\tR\n" +
 	"configFile\x12\x18\n" +
-	"\alogFile\x18\x03 \x01(\tR\alogFile\x12%\n" +
+	"\alogFile\x18\x03 \x01(\tR\alogFile\x12!\n" +
+	"\fdisable_ipv6\x18\x1b \x01(\bR\vdisableIpv6\x12%\n" +
 	"\rinterfaceName\x18\xe8\a \x01(\tR\rinterfaceName\x12%\n" +
 	"\rwireguardPort\x18\xe9\a \x01(\x03R\rwireguardPort\x12\x1b\n" +
 	"\bhostname\x18\xea\a \x01(\tR\bhostname\"t\n" +
@@ -2561,7 +2714,7 @@ const file_daemon_proto_rawDesc = "" +
 	"\x06chosen\x18\xea\a \x01(\tR\x06chosen\x1aN\n" +
 	"\x10ResolvedIPsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
-	"\x05value\x18\x02 \x01(\v2\x0e.daemon.IPListR\x05value:\x028\x012\xb4\b\n" +
+	"\x05value\x18\x02 \x01(\v2\x0e.daemon.IPListR\x05value:\x028\x012\x81\t\n" +
 	"\rDaemonService\x126\n" +
 	"\x05Login\x12\x14.daemon.LoginRequest\x1a\x15.daemon.LoginResponse\"\x00\x12K\n" +
 	"\fWaitSSOLogin\x12\x1b.daemon.WaitSSOLoginRequest\x1a\x1c.daemon.WaitSSOLoginResponse\"\x00\x12-\n" +
@@ -2578,7 +2731,8 @@ const file_daemon_proto_rawDesc = "" +
 	"\x10GetActiveProfile\x12\x1f.daemon.GetActiveProfileRequest\x1a .daemon.GetActiveProfileResponse\"\x00\x12K\n" +
 	"\fListNetworks\x12\x1b.daemon.ListNetworksRequest\x1a\x1c.daemon.ListNetworksResponse\"\x00\x12Q\n" +
 	"\x0eSelectNetworks\x12\x1d.daemon.SelectNetworksRequest\x1a\x1e.daemon.SelectNetworksResponse\"\x00\x12S\n" +
-	"\x10DeselectNetworks\x12\x1d.daemon.SelectNetworksRequest\x1a\x1e.daemon.SelectNetworksResponse\"\x00B6Z4github.com/wiremesh/wiremesh/proto/daemonpb;daemonpbb\x06proto3"
+	"\x10DeselectNetworks\x12\x1d.daemon.SelectNetworksRequest\x1a\x1e.daemon.SelectNetworksResponse\"\x00\x12K\n" +
+	"\fRotateSSHKey\x12\x1b.daemon.RotateSSHKeyRequest\x1a\x1c.daemon.RotateSSHKeyResponse\"\x00B6Z4github.com/wiremesh/wiremesh/proto/daemonpb;daemonpbb\x06proto3"
 
 var (
 	file_daemon_proto_rawDescOnce sync.Once
@@ -2592,95 +2746,99 @@ func file_daemon_proto_rawDescGZIP() []byte {
 	return file_daemon_proto_rawDescData
 }
 
-var file_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_daemon_proto_goTypes = []any{
-	(*SwitchProfileRequest)(nil),     // 0: daemon.SwitchProfileRequest
-	(*SwitchProfileResponse)(nil),    // 1: daemon.SwitchProfileResponse
-	(*AddProfileRequest)(nil),        // 2: daemon.AddProfileRequest
-	(*AddProfileResponse)(nil),       // 3: daemon.AddProfileResponse
-	(*RemoveProfileRequest)(nil),     // 4: daemon.RemoveProfileRequest
-	(*RemoveProfileResponse)(nil),    // 5: daemon.RemoveProfileResponse
-	(*ListProfilesRequest)(nil),      // 6: daemon.ListProfilesRequest
-	(*ListProfilesResponse)(nil),     // 7: daemon.ListProfilesResponse
-	(*Profile)(nil),                  // 8: daemon.Profile
-	(*GetActiveProfileRequest)(nil),  // 9: daemon.GetActiveProfileRequest
-	(*GetActiveProfileResponse)(nil), // 10: daemon.GetActiveProfileResponse
-	(*LoginRequest)(nil),             // 11: daemon.LoginRequest
-	(*LoginResponse)(nil),            // 12: daemon.LoginResponse
-	(*WaitSSOLoginRequest)(nil),      // 13: daemon.WaitSSOLoginRequest
-	(*WaitSSOLoginResponse)(nil),     // 14: daemon.WaitSSOLoginResponse
-	(*UpRequest)(nil),                // 15: daemon.UpRequest
-	(*UpResponse)(nil),               // 16: daemon.UpResponse
-	(*StatusRequest)(nil),            // 17: daemon.StatusRequest
-	(*StatusResponse)(nil),           // 18: daemon.StatusResponse
-	(*FullStatus)(nil),               // 19: daemon.FullStatus
-	(*ManagementState)(nil),          // 20: daemon.ManagementState
-	(*SignalState)(nil),              // 21: daemon.SignalState
-	(*RelayState)(nil),               // 22: daemon.RelayState
-	(*LocalPeerState)(nil),           // 23: daemon.LocalPeerState
-	(*PeerState)(nil),                // 24: daemon.PeerState
-	(*DownRequest)(nil),              // 25: daemon.DownRequest
-	(*DownResponse)(nil),             // 26: daemon.DownResponse
-	(*GetConfigRequest)(nil),         // 27: daemon.GetConfigRequest
-	(*GetConfigResponse)(nil),        // 28: daemon.GetConfigResponse
-	(*LogoutRequest)(nil),            // 29: daemon.LogoutRequest
-	(*LogoutResponse)(nil),           // 30: daemon.LogoutResponse
-	(*ListNetworksRequest)(nil),      // 31: daemon.ListNetworksRequest
-	(*ListNetworksResponse)(nil),     // 32: daemon.ListNetworksResponse
-	(*SelectNetworksRequest)(nil),    // 33: daemon.SelectNetworksRequest
-	(*SelectNetworksResponse)(nil),   // 34: daemon.SelectNetworksResponse
-	(*IPList)(nil),                   // 35: daemon.IPList
-	(*Network)(nil),                  // 36: daemon.Network
-	nil,                              // 37: daemon.Network.ResolvedIPsEntry
-	(*timestamppb.Timestamp)(nil),    // 38: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 39: google.protobuf.Duration
+	(*RotateSSHKeyRequest)(nil),      // 0: daemon.RotateSSHKeyRequest
+	(*RotateSSHKeyResponse)(nil),     // 1: daemon.RotateSSHKeyResponse
+	(*SwitchProfileRequest)(nil),     // 2: daemon.SwitchProfileRequest
+	(*SwitchProfileResponse)(nil),    // 3: daemon.SwitchProfileResponse
+	(*AddProfileRequest)(nil),        // 4: daemon.AddProfileRequest
+	(*AddProfileResponse)(nil),       // 5: daemon.AddProfileResponse
+	(*RemoveProfileRequest)(nil),     // 6: daemon.RemoveProfileRequest
+	(*RemoveProfileResponse)(nil),    // 7: daemon.RemoveProfileResponse
+	(*ListProfilesRequest)(nil),      // 8: daemon.ListProfilesRequest
+	(*ListProfilesResponse)(nil),     // 9: daemon.ListProfilesResponse
+	(*Profile)(nil),                  // 10: daemon.Profile
+	(*GetActiveProfileRequest)(nil),  // 11: daemon.GetActiveProfileRequest
+	(*GetActiveProfileResponse)(nil), // 12: daemon.GetActiveProfileResponse
+	(*LoginRequest)(nil),             // 13: daemon.LoginRequest
+	(*LoginResponse)(nil),            // 14: daemon.LoginResponse
+	(*WaitSSOLoginRequest)(nil),      // 15: daemon.WaitSSOLoginRequest
+	(*WaitSSOLoginResponse)(nil),     // 16: daemon.WaitSSOLoginResponse
+	(*UpRequest)(nil),                // 17: daemon.UpRequest
+	(*UpResponse)(nil),               // 18: daemon.UpResponse
+	(*StatusRequest)(nil),            // 19: daemon.StatusRequest
+	(*StatusResponse)(nil),           // 20: daemon.StatusResponse
+	(*FullStatus)(nil),               // 21: daemon.FullStatus
+	(*ManagementState)(nil),          // 22: daemon.ManagementState
+	(*SignalState)(nil),              // 23: daemon.SignalState
+	(*RelayState)(nil),               // 24: daemon.RelayState
+	(*LocalPeerState)(nil),           // 25: daemon.LocalPeerState
+	(*PeerState)(nil),                // 26: daemon.PeerState
+	(*DownRequest)(nil),              // 27: daemon.DownRequest
+	(*DownResponse)(nil),             // 28: daemon.DownResponse
+	(*GetConfigRequest)(nil),         // 29: daemon.GetConfigRequest
+	(*GetConfigResponse)(nil),        // 30: daemon.GetConfigResponse
+	(*LogoutRequest)(nil),            // 31: daemon.LogoutRequest
+	(*LogoutResponse)(nil),           // 32: daemon.LogoutResponse
+	(*ListNetworksRequest)(nil),      // 33: daemon.ListNetworksRequest
+	(*ListNetworksResponse)(nil),     // 34: daemon.ListNetworksResponse
+	(*SelectNetworksRequest)(nil),    // 35: daemon.SelectNetworksRequest
+	(*SelectNetworksResponse)(nil),   // 36: daemon.SelectNetworksResponse
+	(*IPList)(nil),                   // 37: daemon.IPList
+	(*Network)(nil),                  // 38: daemon.Network
+	nil,                              // 39: daemon.Network.ResolvedIPsEntry
+	(*timestamppb.Timestamp)(nil),    // 40: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 41: google.protobuf.Duration
 }
 var file_daemon_proto_depIdxs = []int32{
-	8,  // 0: daemon.ListProfilesResponse.profiles:type_name -> daemon.Profile
-	19, // 1: daemon.StatusResponse.fullStatus:type_name -> daemon.FullStatus
-	20, // 2: daemon.FullStatus.managementState:type_name -> daemon.ManagementState
-	21, // 3: daemon.FullStatus.signalState:type_name -> daemon.SignalState
-	23, // 4: daemon.FullStatus.localPeerState:type_name -> daemon.LocalPeerState
-	24, // 5: daemon.FullStatus.peers:type_name -> daemon.PeerState
-	22, // 6: daemon.FullStatus.relays:type_name -> daemon.RelayState
-	38, // 7: daemon.PeerState.connStatusUpdate:type_name -> google.protobuf.Timestamp
-	38, // 8: daemon.PeerState.lastWireguardHandshake:type_name -> google.protobuf.Timestamp
-	39, // 9: daemon.PeerState.latency:type_name -> google.protobuf.Duration
-	36, // 10: daemon.ListNetworksResponse.routes:type_name -> daemon.Network
-	37, // 11: daemon.Network.resolvedIPs:type_name -> daemon.Network.ResolvedIPsEntry
-	35, // 12: daemon.Network.ResolvedIPsEntry.value:type_name -> daemon.IPList
-	11, // 13: daemon.DaemonService.Login:input_type -> daemon.LoginRequest
-	13, // 14: daemon.DaemonService.WaitSSOLogin:input_type -> daemon.WaitSSOLoginRequest
-	15, // 15: daemon.DaemonService.Up:input_type -> daemon.UpRequest
-	17, // 16: daemon.DaemonService.Status:input_type -> daemon.StatusRequest
-	25, // 17: daemon.DaemonService.Down:input_type -> daemon.DownRequest
-	27, // 18: daemon.DaemonService.GetConfig:input_type -> daemon.GetConfigRequest
-	29, // 19: daemon.DaemonService.Logout:input_type -> daemon.LogoutRequest
-	0,  // 20: daemon.DaemonService.SwitchProfile:input_type -> daemon.SwitchProfileRequest
-	2,  // 21: daemon.DaemonService.AddProfile:input_type -> daemon.AddProfileRequest
-	4,  // 22: daemon.DaemonService.RemoveProfile:input_type -> daemon.RemoveProfileRequest
-	6,  // 23: daemon.DaemonService.ListProfiles:input_type -> daemon.ListProfilesRequest
-	9,  // 24: daemon.DaemonService.GetActiveProfile:input_type -> daemon.GetActiveProfileRequest
-	31, // 25: daemon.DaemonService.ListNetworks:input_type -> daemon.ListNetworksRequest
-	33, // 26: daemon.DaemonService.SelectNetworks:input_type -> daemon.SelectNetworksRequest
-	33, // 27: daemon.DaemonService.DeselectNetworks:input_type -> daemon.SelectNetworksRequest
-	12, // 28: daemon.DaemonService.Login:output_type -> daemon.LoginResponse
-	14, // 29: daemon.DaemonService.WaitSSOLogin:output_type -> daemon.WaitSSOLoginResponse
-	16, // 30: daemon.DaemonService.Up:output_type -> daemon.UpResponse
-	18, // 31: daemon.DaemonService.Status:output_type -> daemon.StatusResponse
-	26, // 32: daemon.DaemonService.Down:output_type -> daemon.DownResponse
-	28, // 33: daemon.DaemonService.GetConfig:output_type -> daemon.GetConfigResponse
-	30, // 34: daemon.DaemonService.Logout:output_type -> daemon.LogoutResponse
-	1,  // 35: daemon.DaemonService.SwitchProfile:output_type -> daemon.SwitchProfileResponse
-	3,  // 36: daemon.DaemonService.AddProfile:output_type -> daemon.AddProfileResponse
-	5,  // 37: daemon.DaemonService.RemoveProfile:output_type -> daemon.RemoveProfileResponse
-	7,  // 38: daemon.DaemonService.ListProfiles:output_type -> daemon.ListProfilesResponse
-	10, // 39: daemon.DaemonService.GetActiveProfile:output_type -> daemon.GetActiveProfileResponse
-	32, // 40: daemon.DaemonService.ListNetworks:output_type -> daemon.ListNetworksResponse
-	34, // 41: daemon.DaemonService.SelectNetworks:output_type -> daemon.SelectNetworksResponse
-	34, // 42: daemon.DaemonService.DeselectNetworks:output_type -> daemon.SelectNetworksResponse
-	28, // [28:43] is the sub-list for method output_type
-	13, // [13:28] is the sub-list for method input_type
+	10, // 0: daemon.ListProfilesResponse.profiles:type_name -> daemon.Profile
+	21, // 1: daemon.StatusResponse.fullStatus:type_name -> daemon.FullStatus
+	22, // 2: daemon.FullStatus.managementState:type_name -> daemon.ManagementState
+	23, // 3: daemon.FullStatus.signalState:type_name -> daemon.SignalState
+	25, // 4: daemon.FullStatus.localPeerState:type_name -> daemon.LocalPeerState
+	26, // 5: daemon.FullStatus.peers:type_name -> daemon.PeerState
+	24, // 6: daemon.FullStatus.relays:type_name -> daemon.RelayState
+	40, // 7: daemon.PeerState.connStatusUpdate:type_name -> google.protobuf.Timestamp
+	40, // 8: daemon.PeerState.lastWireguardHandshake:type_name -> google.protobuf.Timestamp
+	41, // 9: daemon.PeerState.latency:type_name -> google.protobuf.Duration
+	38, // 10: daemon.ListNetworksResponse.routes:type_name -> daemon.Network
+	39, // 11: daemon.Network.resolvedIPs:type_name -> daemon.Network.ResolvedIPsEntry
+	37, // 12: daemon.Network.ResolvedIPsEntry.value:type_name -> daemon.IPList
+	13, // 13: daemon.DaemonService.Login:input_type -> daemon.LoginRequest
+	15, // 14: daemon.DaemonService.WaitSSOLogin:input_type -> daemon.WaitSSOLoginRequest
+	17, // 15: daemon.DaemonService.Up:input_type -> daemon.UpRequest
+	19, // 16: daemon.DaemonService.Status:input_type -> daemon.StatusRequest
+	27, // 17: daemon.DaemonService.Down:input_type -> daemon.DownRequest
+	29, // 18: daemon.DaemonService.GetConfig:input_type -> daemon.GetConfigRequest
+	31, // 19: daemon.DaemonService.Logout:input_type -> daemon.LogoutRequest
+	2,  // 20: daemon.DaemonService.SwitchProfile:input_type -> daemon.SwitchProfileRequest
+	4,  // 21: daemon.DaemonService.AddProfile:input_type -> daemon.AddProfileRequest
+	6,  // 22: daemon.DaemonService.RemoveProfile:input_type -> daemon.RemoveProfileRequest
+	8,  // 23: daemon.DaemonService.ListProfiles:input_type -> daemon.ListProfilesRequest
+	11, // 24: daemon.DaemonService.GetActiveProfile:input_type -> daemon.GetActiveProfileRequest
+	33, // 25: daemon.DaemonService.ListNetworks:input_type -> daemon.ListNetworksRequest
+	35, // 26: daemon.DaemonService.SelectNetworks:input_type -> daemon.SelectNetworksRequest
+	35, // 27: daemon.DaemonService.DeselectNetworks:input_type -> daemon.SelectNetworksRequest
+	0,  // 28: daemon.DaemonService.RotateSSHKey:input_type -> daemon.RotateSSHKeyRequest
+	14, // 29: daemon.DaemonService.Login:output_type -> daemon.LoginResponse
+	16, // 30: daemon.DaemonService.WaitSSOLogin:output_type -> daemon.WaitSSOLoginResponse
+	18, // 31: daemon.DaemonService.Up:output_type -> daemon.UpResponse
+	20, // 32: daemon.DaemonService.Status:output_type -> daemon.StatusResponse
+	28, // 33: daemon.DaemonService.Down:output_type -> daemon.DownResponse
+	30, // 34: daemon.DaemonService.GetConfig:output_type -> daemon.GetConfigResponse
+	32, // 35: daemon.DaemonService.Logout:output_type -> daemon.LogoutResponse
+	3,  // 36: daemon.DaemonService.SwitchProfile:output_type -> daemon.SwitchProfileResponse
+	5,  // 37: daemon.DaemonService.AddProfile:output_type -> daemon.AddProfileResponse
+	7,  // 38: daemon.DaemonService.RemoveProfile:output_type -> daemon.RemoveProfileResponse
+	9,  // 39: daemon.DaemonService.ListProfiles:output_type -> daemon.ListProfilesResponse
+	12, // 40: daemon.DaemonService.GetActiveProfile:output_type -> daemon.GetActiveProfileResponse
+	34, // 41: daemon.DaemonService.ListNetworks:output_type -> daemon.ListNetworksResponse
+	36, // 42: daemon.DaemonService.SelectNetworks:output_type -> daemon.SelectNetworksResponse
+	36, // 43: daemon.DaemonService.DeselectNetworks:output_type -> daemon.SelectNetworksResponse
+	1,  // 44: daemon.DaemonService.RotateSSHKey:output_type -> daemon.RotateSSHKeyResponse
+	29, // [29:45] is the sub-list for method output_type
+	13, // [13:29] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -2691,18 +2849,18 @@ func file_daemon_proto_init() {
 	if File_daemon_proto != nil {
 		return
 	}
-	file_daemon_proto_msgTypes[0].OneofWrappers = []any{}
-	file_daemon_proto_msgTypes[11].OneofWrappers = []any{}
-	file_daemon_proto_msgTypes[15].OneofWrappers = []any{}
+	file_daemon_proto_msgTypes[2].OneofWrappers = []any{}
+	file_daemon_proto_msgTypes[13].OneofWrappers = []any{}
 	file_daemon_proto_msgTypes[17].OneofWrappers = []any{}
-	file_daemon_proto_msgTypes[29].OneofWrappers = []any{}
+	file_daemon_proto_msgTypes[19].OneofWrappers = []any{}
+	file_daemon_proto_msgTypes[31].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_daemon_proto_rawDesc), len(file_daemon_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,7 @@ const (
 	DaemonService_ListNetworks_FullMethodName     = "/daemon.DaemonService/ListNetworks"
 	DaemonService_SelectNetworks_FullMethodName   = "/daemon.DaemonService/SelectNetworks"
 	DaemonService_DeselectNetworks_FullMethodName = "/daemon.DaemonService/DeselectNetworks"
+	DaemonService_RotateSSHKey_FullMethodName     = "/daemon.DaemonService/RotateSSHKey"
 )
 
 // DaemonServiceClient is the client API for DaemonService service.
@@ -62,6 +63,10 @@ type DaemonServiceClient interface {
 	ListNetworks(ctx context.Context, in *ListNetworksRequest, opts ...grpc.CallOption) (*ListNetworksResponse, error)
 	SelectNetworks(ctx context.Context, in *SelectNetworksRequest, opts ...grpc.CallOption) (*SelectNetworksResponse, error)
 	DeselectNetworks(ctx context.Context, in *SelectNetworksRequest, opts ...grpc.CallOption) (*SelectNetworksResponse, error)
+	// Our own: replaces this peer's SSH key with a new random one (netbird
+	// ssh rotate-key). Management gets it at a login first; the profile
+	// and the running SSH server take it only then.
+	RotateSSHKey(ctx context.Context, in *RotateSSHKeyRequest, opts ...grpc.CallOption) (*RotateSSHKeyResponse, error)
 }
 
 type daemonServiceClient struct {
@@ -222,6 +227,16 @@ func (c *daemonServiceClient) DeselectNetworks(ctx context.Context, in *SelectNe
 	return out, nil
 }
 
+func (c *daemonServiceClient) RotateSSHKey(ctx context.Context, in *RotateSSHKeyRequest, opts ...grpc.CallOption) (*RotateSSHKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RotateSSHKeyResponse)
+	err := c.cc.Invoke(ctx, DaemonService_RotateSSHKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DaemonServiceServer is the server API for DaemonService service.
 // All implementations must embed UnimplementedDaemonServiceServer
 // for forward compatibility.
@@ -243,6 +258,10 @@ type DaemonServiceServer interface {
 	ListNetworks(context.Context, *ListNetworksRequest) (*ListNetworksResponse, error)
 	SelectNetworks(context.Context, *SelectNetworksRequest) (*SelectNetworksResponse, error)
 	DeselectNetworks(context.Context, *SelectNetworksRequest) (*SelectNetworksResponse, error)
+	// Our own: replaces this peer's SSH key with a new random one (netbird
+	// ssh rotate-key). Management gets it at a login first; the profile
+	// and the running SSH server take it only then.
+	RotateSSHKey(context.Context, *RotateSSHKeyRequest) (*RotateSSHKeyResponse, error)
 	mustEmbedUnimplementedDaemonServiceServer()
 }
 
@@ -297,6 +316,9 @@ func (UnimplementedDaemonServiceServer) SelectNetworks(context.Context, *SelectN
 }
 func (UnimplementedDaemonServiceServer) DeselectNetworks(context.Context, *SelectNetworksRequest) (*SelectNetworksResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeselectNetworks not implemented")
+}
+func (UnimplementedDaemonServiceServer) RotateSSHKey(context.Context, *RotateSSHKeyRequest) (*RotateSSHKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RotateSSHKey not implemented")
 }
 func (UnimplementedDaemonServiceServer) mustEmbedUnimplementedDaemonServiceServer() {}
 func (UnimplementedDaemonServiceServer) testEmbeddedByValue()                       {}
@@ -589,6 +611,24 @@ func _DaemonService_DeselectNetworks_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DaemonService_RotateSSHKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RotateSSHKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DaemonServiceServer).RotateSSHKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DaemonService_RotateSSHKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DaemonServiceServer).RotateSSHKey(ctx, req.(*RotateSSHKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DaemonService_ServiceDesc is the grpc.ServiceDesc for DaemonService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -655,6 +695,10 @@ var DaemonService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeselectNetworks",
 			Handler:    _DaemonService_DeselectNetworks_Handler,
+		},
+		{
+			MethodName: "RotateSSHKey",
+			Handler:    _DaemonService_RotateSSHKey_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -389,6 +389,116 @@ func (WiremeshConnection_Type) EnumDescriptor() ([]byte, []int) {
 	return file_management_proto_rawDescGZIP(), []int{7, 0}
 }
 
+type WiremeshSSHEvent_Type int32
+
+const (
+	WiremeshSSHEvent_UNKNOWN       WiremeshSSHEvent_Type = 0
+	WiremeshSSHEvent_SESSION_START WiremeshSSHEvent_Type = 1
+	WiremeshSSHEvent_SESSION_END   WiremeshSSHEvent_Type = 2
+	WiremeshSSHEvent_REFUSED       WiremeshSSHEvent_Type = 3
+)
+
+// Enum value maps for WiremeshSSHEvent_Type.
+var (
+	WiremeshSSHEvent_Type_name = map[int32]string{
+		0: "UNKNOWN",
+		1: "SESSION_START",
+		2: "SESSION_END",
+		3: "REFUSED",
+	}
+	WiremeshSSHEvent_Type_value = map[string]int32{
+		"UNKNOWN":       0,
+		"SESSION_START": 1,
+		"SESSION_END":   2,
+		"REFUSED":       3,
+	}
+)
+
+func (x WiremeshSSHEvent_Type) Enum() *WiremeshSSHEvent_Type {
+	p := new(WiremeshSSHEvent_Type)
+	*p = x
+	return p
+}
+
+func (x WiremeshSSHEvent_Type) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WiremeshSSHEvent_Type) Descriptor() protoreflect.EnumDescriptor {
+	return file_management_proto_enumTypes[7].Descriptor()
+}
+
+func (WiremeshSSHEvent_Type) Type() protoreflect.EnumType {
+	return &file_management_proto_enumTypes[7]
+}
+
+func (x WiremeshSSHEvent_Type) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WiremeshSSHEvent_Type.Descriptor instead.
+func (WiremeshSSHEvent_Type) EnumDescriptor() ([]byte, []int) {
+	return file_management_proto_rawDescGZIP(), []int{9, 0}
+}
+
+type WiremeshSSHEvent_Kind int32
+
+const (
+	WiremeshSSHEvent_KIND_UNKNOWN   WiremeshSSHEvent_Kind = 0
+	WiremeshSSHEvent_SHELL          WiremeshSSHEvent_Kind = 1
+	WiremeshSSHEvent_EXEC           WiremeshSSHEvent_Kind = 2
+	WiremeshSSHEvent_SFTP           WiremeshSSHEvent_Kind = 3
+	WiremeshSSHEvent_LOCAL_FORWARD  WiremeshSSHEvent_Kind = 4 // ssh -L
+	WiremeshSSHEvent_REMOTE_FORWARD WiremeshSSHEvent_Kind = 5 // ssh -R
+)
+
+// Enum value maps for WiremeshSSHEvent_Kind.
+var (
+	WiremeshSSHEvent_Kind_name = map[int32]string{
+		0: "KIND_UNKNOWN",
+		1: "SHELL",
+		2: "EXEC",
+		3: "SFTP",
+		4: "LOCAL_FORWARD",
+		5: "REMOTE_FORWARD",
+	}
+	WiremeshSSHEvent_Kind_value = map[string]int32{
+		"KIND_UNKNOWN":   0,
+		"SHELL":          1,
+		"EXEC":           2,
+		"SFTP":           3,
+		"LOCAL_FORWARD":  4,
+		"REMOTE_FORWARD": 5,
+	}
+)
+
+func (x WiremeshSSHEvent_Kind) Enum() *WiremeshSSHEvent_Kind {
+	p := new(WiremeshSSHEvent_Kind)
+	*p = x
+	return p
+}
+
+func (x WiremeshSSHEvent_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WiremeshSSHEvent_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_management_proto_enumTypes[8].Descriptor()
+}
+
+func (WiremeshSSHEvent_Kind) Type() protoreflect.EnumType {
+	return &file_management_proto_enumTypes[8]
+}
+
+func (x WiremeshSSHEvent_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WiremeshSSHEvent_Kind.Descriptor instead.
+func (WiremeshSSHEvent_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_management_proto_rawDescGZIP(), []int{9, 1}
+}
+
 type HostConfig_Protocol int32
 
 const (
@@ -428,11 +538,11 @@ func (x HostConfig_Protocol) String() string {
 }
 
 func (HostConfig_Protocol) Descriptor() protoreflect.EnumDescriptor {
-	return file_management_proto_enumTypes[7].Descriptor()
+	return file_management_proto_enumTypes[9].Descriptor()
 }
 
 func (HostConfig_Protocol) Type() protoreflect.EnumType {
-	return &file_management_proto_enumTypes[7]
+	return &file_management_proto_enumTypes[9]
 }
 
 func (x HostConfig_Protocol) Number() protoreflect.EnumNumber {
@@ -441,7 +551,7 @@ func (x HostConfig_Protocol) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HostConfig_Protocol.Descriptor instead.
 func (HostConfig_Protocol) EnumDescriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{19, 0}
+	return file_management_proto_rawDescGZIP(), []int{21, 0}
 }
 
 type DeviceAuthorizationFlowProvider int32
@@ -471,11 +581,11 @@ func (x DeviceAuthorizationFlowProvider) String() string {
 }
 
 func (DeviceAuthorizationFlowProvider) Descriptor() protoreflect.EnumDescriptor {
-	return file_management_proto_enumTypes[8].Descriptor()
+	return file_management_proto_enumTypes[10].Descriptor()
 }
 
 func (DeviceAuthorizationFlowProvider) Type() protoreflect.EnumType {
-	return &file_management_proto_enumTypes[8]
+	return &file_management_proto_enumTypes[10]
 }
 
 func (x DeviceAuthorizationFlowProvider) Number() protoreflect.EnumNumber {
@@ -484,7 +594,7 @@ func (x DeviceAuthorizationFlowProvider) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DeviceAuthorizationFlowProvider.Descriptor instead.
 func (DeviceAuthorizationFlowProvider) EnumDescriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{33, 0}
+	return file_management_proto_rawDescGZIP(), []int{35, 0}
 }
 
 type EncryptedMessage struct {
@@ -1078,6 +1188,201 @@ func (x *WiremeshConnection) GetLatencyMicros() uint32 {
 	return 0
 }
 
+// WiremeshSSHEventsRequest is sent by wiremesh agents only: a batch of
+// what happened on the reporting peer's SSH server (the target of every
+// event), oldest first.
+type WiremeshSSHEventsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*WiremeshSSHEvent    `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// Events the agent dropped (its queue was full) since its last
+	// accepted batch.
+	Dropped       uint64 `protobuf:"varint,2,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WiremeshSSHEventsRequest) Reset() {
+	*x = WiremeshSSHEventsRequest{}
+	mi := &file_management_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WiremeshSSHEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WiremeshSSHEventsRequest) ProtoMessage() {}
+
+func (x *WiremeshSSHEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_management_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WiremeshSSHEventsRequest.ProtoReflect.Descriptor instead.
+func (*WiremeshSSHEventsRequest) Descriptor() ([]byte, []int) {
+	return file_management_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WiremeshSSHEventsRequest) GetEvents() []*WiremeshSSHEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *WiremeshSSHEventsRequest) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+type WiremeshSSHEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Type  WiremeshSSHEvent_Type  `protobuf:"varint,1,opt,name=type,proto3,enum=management.WiremeshSSHEvent_Type" json:"type,omitempty"`
+	// The overlay address the client connected from.
+	SourceIp string `protobuf:"bytes,2,opt,name=sourceIp,proto3" json:"sourceIp,omitempty"`
+	// The local (Unix) user logged in as, or asked for when refused.
+	UnixUser string `protobuf:"bytes,3,opt,name=unixUser,proto3" json:"unixUser,omitempty"`
+	// What ran; KIND_UNKNOWN for a refusal before any channel.
+	Kind WiremeshSSHEvent_Kind `protobuf:"varint,4,opt,name=kind,proto3,enum=management.WiremeshSSHEvent_Kind" json:"kind,omitempty"`
+	// Why it was refused (REFUSED only).
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// When the session started (SESSION_START), ended (SESSION_END) or
+	// the attempt was refused.
+	At *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	// How long the session lasted (SESSION_END only).
+	DurationMillis uint64 `protobuf:"varint,7,opt,name=durationMillis,proto3" json:"durationMillis,omitempty"`
+	// Pairs a SESSION_END with its SESSION_START (per agent run).
+	SessionId uint64 `protobuf:"varint,8,opt,name=sessionId,proto3" json:"sessionId,omitempty"`
+	// A terminal was allocated (SHELL, EXEC).
+	Pty bool `protobuf:"varint,9,opt,name=pty,proto3" json:"pty,omitempty"`
+	// The forward's target (LOCAL_FORWARD) or listening address
+	// (REMOTE_FORWARD), host:port.
+	Forward string `protobuf:"bytes,10,opt,name=forward,proto3" json:"forward,omitempty"`
+	// The user (IdP user ID) whose token the client logged in with, for a
+	// token (JWT) login; empty for a login with the peer's key. Management
+	// records it only if it names a user of the reporting peer's account.
+	JwtUser       string `protobuf:"bytes,11,opt,name=jwtUser,proto3" json:"jwtUser,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WiremeshSSHEvent) Reset() {
+	*x = WiremeshSSHEvent{}
+	mi := &file_management_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WiremeshSSHEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WiremeshSSHEvent) ProtoMessage() {}
+
+func (x *WiremeshSSHEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_management_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WiremeshSSHEvent.ProtoReflect.Descriptor instead.
+func (*WiremeshSSHEvent) Descriptor() ([]byte, []int) {
+	return file_management_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *WiremeshSSHEvent) GetType() WiremeshSSHEvent_Type {
+	if x != nil {
+		return x.Type
+	}
+	return WiremeshSSHEvent_UNKNOWN
+}
+
+func (x *WiremeshSSHEvent) GetSourceIp() string {
+	if x != nil {
+		return x.SourceIp
+	}
+	return ""
+}
+
+func (x *WiremeshSSHEvent) GetUnixUser() string {
+	if x != nil {
+		return x.UnixUser
+	}
+	return ""
+}
+
+func (x *WiremeshSSHEvent) GetKind() WiremeshSSHEvent_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return WiremeshSSHEvent_KIND_UNKNOWN
+}
+
+func (x *WiremeshSSHEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *WiremeshSSHEvent) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *WiremeshSSHEvent) GetDurationMillis() uint64 {
+	if x != nil {
+		return x.DurationMillis
+	}
+	return 0
+}
+
+func (x *WiremeshSSHEvent) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *WiremeshSSHEvent) GetPty() bool {
+	if x != nil {
+		return x.Pty
+	}
+	return false
+}
+
+func (x *WiremeshSSHEvent) GetForward() string {
+	if x != nil {
+		return x.Forward
+	}
+	return ""
+}
+
+func (x *WiremeshSSHEvent) GetJwtUser() string {
+	if x != nil {
+		return x.JwtUser
+	}
+	return ""
+}
+
 type NetworkAddress struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NetIP         string                 `protobuf:"bytes,1,opt,name=netIP,proto3" json:"netIP,omitempty"`
@@ -1088,7 +1393,7 @@ type NetworkAddress struct {
 
 func (x *NetworkAddress) Reset() {
 	*x = NetworkAddress{}
-	mi := &file_management_proto_msgTypes[8]
+	mi := &file_management_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1405,7 @@ func (x *NetworkAddress) String() string {
 func (*NetworkAddress) ProtoMessage() {}
 
 func (x *NetworkAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[8]
+	mi := &file_management_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1418,7 @@ func (x *NetworkAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkAddress.ProtoReflect.Descriptor instead.
 func (*NetworkAddress) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{8}
+	return file_management_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NetworkAddress) GetNetIP() string {
@@ -1140,7 +1445,7 @@ type Environment struct {
 
 func (x *Environment) Reset() {
 	*x = Environment{}
-	mi := &file_management_proto_msgTypes[9]
+	mi := &file_management_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1457,7 @@ func (x *Environment) String() string {
 func (*Environment) ProtoMessage() {}
 
 func (x *Environment) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[9]
+	mi := &file_management_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1470,7 @@ func (x *Environment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Environment.ProtoReflect.Descriptor instead.
 func (*Environment) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{9}
+	return file_management_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Environment) GetCloud() string {
@@ -1193,7 +1498,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_management_proto_msgTypes[10]
+	mi := &file_management_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1205,7 +1510,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[10]
+	mi := &file_management_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,7 +1523,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{10}
+	return file_management_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *File) GetPath() string {
@@ -1266,7 +1571,7 @@ type Flags struct {
 
 func (x *Flags) Reset() {
 	*x = Flags{}
-	mi := &file_management_proto_msgTypes[11]
+	mi := &file_management_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1583,7 @@ func (x *Flags) String() string {
 func (*Flags) ProtoMessage() {}
 
 func (x *Flags) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[11]
+	mi := &file_management_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1596,7 @@ func (x *Flags) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flags.ProtoReflect.Descriptor instead.
 func (*Flags) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{11}
+	return file_management_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Flags) GetRosenpassEnabled() bool {
@@ -1418,7 +1723,7 @@ type LoginResponse struct {
 
 func (x *LoginResponse) Reset() {
 	*x = LoginResponse{}
-	mi := &file_management_proto_msgTypes[12]
+	mi := &file_management_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1430,7 +1735,7 @@ func (x *LoginResponse) String() string {
 func (*LoginResponse) ProtoMessage() {}
 
 func (x *LoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[12]
+	mi := &file_management_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1443,7 +1748,7 @@ func (x *LoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginResponse.ProtoReflect.Descriptor instead.
 func (*LoginResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{12}
+	return file_management_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LoginResponse) GetNetbirdConfig() *NetbirdConfig {
@@ -1486,7 +1791,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_management_proto_msgTypes[13]
+	mi := &file_management_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1803,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[13]
+	mi := &file_management_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1816,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{13}
+	return file_management_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SyncRequest) GetMeta() *PeerSystemMeta {
@@ -1546,7 +1851,7 @@ type WiremeshCapabilities struct {
 
 func (x *WiremeshCapabilities) Reset() {
 	*x = WiremeshCapabilities{}
-	mi := &file_management_proto_msgTypes[14]
+	mi := &file_management_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1863,7 @@ func (x *WiremeshCapabilities) String() string {
 func (*WiremeshCapabilities) ProtoMessage() {}
 
 func (x *WiremeshCapabilities) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[14]
+	mi := &file_management_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1876,7 @@ func (x *WiremeshCapabilities) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WiremeshCapabilities.ProtoReflect.Descriptor instead.
 func (*WiremeshCapabilities) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{14}
+	return file_management_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WiremeshCapabilities) GetNetworkMapDeltas() bool {
@@ -1616,7 +1921,7 @@ type NetworkMapDelta struct {
 
 func (x *NetworkMapDelta) Reset() {
 	*x = NetworkMapDelta{}
-	mi := &file_management_proto_msgTypes[15]
+	mi := &file_management_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1933,7 @@ func (x *NetworkMapDelta) String() string {
 func (*NetworkMapDelta) ProtoMessage() {}
 
 func (x *NetworkMapDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[15]
+	mi := &file_management_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1946,7 @@ func (x *NetworkMapDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkMapDelta.ProtoReflect.Descriptor instead.
 func (*NetworkMapDelta) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{15}
+	return file_management_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NetworkMapDelta) GetBaseSerial() uint64 {
@@ -1695,7 +2000,7 @@ type SyncMetaRequest struct {
 
 func (x *SyncMetaRequest) Reset() {
 	*x = SyncMetaRequest{}
-	mi := &file_management_proto_msgTypes[16]
+	mi := &file_management_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +2012,7 @@ func (x *SyncMetaRequest) String() string {
 func (*SyncMetaRequest) ProtoMessage() {}
 
 func (x *SyncMetaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[16]
+	mi := &file_management_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +2025,7 @@ func (x *SyncMetaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncMetaRequest.ProtoReflect.Descriptor instead.
 func (*SyncMetaRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{16}
+	return file_management_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SyncMetaRequest) GetMeta() *PeerSystemMeta {
@@ -1750,7 +2055,7 @@ type SyncResponse struct {
 
 func (x *SyncResponse) Reset() {
 	*x = SyncResponse{}
-	mi := &file_management_proto_msgTypes[17]
+	mi := &file_management_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1762,7 +2067,7 @@ func (x *SyncResponse) String() string {
 func (*SyncResponse) ProtoMessage() {}
 
 func (x *SyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[17]
+	mi := &file_management_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,7 +2080,7 @@ func (x *SyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
 func (*SyncResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{17}
+	return file_management_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SyncResponse) GetNetbirdConfig() *NetbirdConfig {
@@ -1862,7 +2167,7 @@ type NetbirdConfig struct {
 
 func (x *NetbirdConfig) Reset() {
 	*x = NetbirdConfig{}
-	mi := &file_management_proto_msgTypes[18]
+	mi := &file_management_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1874,7 +2179,7 @@ func (x *NetbirdConfig) String() string {
 func (*NetbirdConfig) ProtoMessage() {}
 
 func (x *NetbirdConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[18]
+	mi := &file_management_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1887,7 +2192,7 @@ func (x *NetbirdConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetbirdConfig.ProtoReflect.Descriptor instead.
 func (*NetbirdConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{18}
+	return file_management_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NetbirdConfig) GetStuns() []*HostConfig {
@@ -1942,7 +2247,7 @@ type HostConfig struct {
 
 func (x *HostConfig) Reset() {
 	*x = HostConfig{}
-	mi := &file_management_proto_msgTypes[19]
+	mi := &file_management_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2259,7 @@ func (x *HostConfig) String() string {
 func (*HostConfig) ProtoMessage() {}
 
 func (x *HostConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[19]
+	mi := &file_management_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2272,7 @@ func (x *HostConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostConfig.ProtoReflect.Descriptor instead.
 func (*HostConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{19}
+	return file_management_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HostConfig) GetUri() string {
@@ -1995,7 +2300,7 @@ type ProtectedHostConfig struct {
 
 func (x *ProtectedHostConfig) Reset() {
 	*x = ProtectedHostConfig{}
-	mi := &file_management_proto_msgTypes[20]
+	mi := &file_management_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +2312,7 @@ func (x *ProtectedHostConfig) String() string {
 func (*ProtectedHostConfig) ProtoMessage() {}
 
 func (x *ProtectedHostConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[20]
+	mi := &file_management_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2020,7 +2325,7 @@ func (x *ProtectedHostConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProtectedHostConfig.ProtoReflect.Descriptor instead.
 func (*ProtectedHostConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{20}
+	return file_management_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ProtectedHostConfig) GetHostConfig() *HostConfig {
@@ -2055,7 +2360,7 @@ type RelayConfig struct {
 
 func (x *RelayConfig) Reset() {
 	*x = RelayConfig{}
-	mi := &file_management_proto_msgTypes[21]
+	mi := &file_management_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2372,7 @@ func (x *RelayConfig) String() string {
 func (*RelayConfig) ProtoMessage() {}
 
 func (x *RelayConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[21]
+	mi := &file_management_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2385,7 @@ func (x *RelayConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayConfig.ProtoReflect.Descriptor instead.
 func (*RelayConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{21}
+	return file_management_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RelayConfig) GetUrls() []string {
@@ -2120,7 +2425,7 @@ type FlowConfig struct {
 
 func (x *FlowConfig) Reset() {
 	*x = FlowConfig{}
-	mi := &file_management_proto_msgTypes[22]
+	mi := &file_management_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2132,7 +2437,7 @@ func (x *FlowConfig) String() string {
 func (*FlowConfig) ProtoMessage() {}
 
 func (x *FlowConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[22]
+	mi := &file_management_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2145,7 +2450,7 @@ func (x *FlowConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowConfig.ProtoReflect.Descriptor instead.
 func (*FlowConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{22}
+	return file_management_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FlowConfig) GetUrl() string {
@@ -2213,7 +2518,7 @@ type MetricsConfig struct {
 
 func (x *MetricsConfig) Reset() {
 	*x = MetricsConfig{}
-	mi := &file_management_proto_msgTypes[23]
+	mi := &file_management_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2530,7 @@ func (x *MetricsConfig) String() string {
 func (*MetricsConfig) ProtoMessage() {}
 
 func (x *MetricsConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[23]
+	mi := &file_management_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2543,7 @@ func (x *MetricsConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsConfig.ProtoReflect.Descriptor instead.
 func (*MetricsConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{23}
+	return file_management_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MetricsConfig) GetEnabled() bool {
@@ -2261,7 +2566,7 @@ type JWTConfig struct {
 
 func (x *JWTConfig) Reset() {
 	*x = JWTConfig{}
-	mi := &file_management_proto_msgTypes[24]
+	mi := &file_management_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2578,7 @@ func (x *JWTConfig) String() string {
 func (*JWTConfig) ProtoMessage() {}
 
 func (x *JWTConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[24]
+	mi := &file_management_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2591,7 @@ func (x *JWTConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JWTConfig.ProtoReflect.Descriptor instead.
 func (*JWTConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{24}
+	return file_management_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *JWTConfig) GetIssuer() string {
@@ -2345,7 +2650,7 @@ type PeerConfig struct {
 
 func (x *PeerConfig) Reset() {
 	*x = PeerConfig{}
-	mi := &file_management_proto_msgTypes[25]
+	mi := &file_management_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2662,7 @@ func (x *PeerConfig) String() string {
 func (*PeerConfig) ProtoMessage() {}
 
 func (x *PeerConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[25]
+	mi := &file_management_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2675,7 @@ func (x *PeerConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerConfig.ProtoReflect.Descriptor instead.
 func (*PeerConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{25}
+	return file_management_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PeerConfig) GetAddress() string {
@@ -2453,7 +2758,7 @@ type AutoUpdateSettings struct {
 
 func (x *AutoUpdateSettings) Reset() {
 	*x = AutoUpdateSettings{}
-	mi := &file_management_proto_msgTypes[26]
+	mi := &file_management_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2770,7 @@ func (x *AutoUpdateSettings) String() string {
 func (*AutoUpdateSettings) ProtoMessage() {}
 
 func (x *AutoUpdateSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[26]
+	mi := &file_management_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2783,7 @@ func (x *AutoUpdateSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoUpdateSettings.ProtoReflect.Descriptor instead.
 func (*AutoUpdateSettings) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{26}
+	return file_management_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AutoUpdateSettings) GetVersion() string {
@@ -2516,7 +2821,7 @@ type NetworkMap struct {
 
 func (x *NetworkMap) Reset() {
 	*x = NetworkMap{}
-	mi := &file_management_proto_msgTypes[27]
+	mi := &file_management_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2528,7 +2833,7 @@ func (x *NetworkMap) String() string {
 func (*NetworkMap) ProtoMessage() {}
 
 func (x *NetworkMap) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[27]
+	mi := &file_management_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2541,7 +2846,7 @@ func (x *NetworkMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkMap.ProtoReflect.Descriptor instead.
 func (*NetworkMap) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{27}
+	return file_management_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NetworkMap) GetSerial() uint64 {
@@ -2646,7 +2951,7 @@ type SSHAuth struct {
 
 func (x *SSHAuth) Reset() {
 	*x = SSHAuth{}
-	mi := &file_management_proto_msgTypes[28]
+	mi := &file_management_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2658,7 +2963,7 @@ func (x *SSHAuth) String() string {
 func (*SSHAuth) ProtoMessage() {}
 
 func (x *SSHAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[28]
+	mi := &file_management_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2671,7 +2976,7 @@ func (x *SSHAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SSHAuth.ProtoReflect.Descriptor instead.
 func (*SSHAuth) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{28}
+	return file_management_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SSHAuth) GetUserIDClaim() string {
@@ -2704,7 +3009,7 @@ type MachineUserIndexes struct {
 
 func (x *MachineUserIndexes) Reset() {
 	*x = MachineUserIndexes{}
-	mi := &file_management_proto_msgTypes[29]
+	mi := &file_management_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2716,7 +3021,7 @@ func (x *MachineUserIndexes) String() string {
 func (*MachineUserIndexes) ProtoMessage() {}
 
 func (x *MachineUserIndexes) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[29]
+	mi := &file_management_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2729,7 +3034,7 @@ func (x *MachineUserIndexes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineUserIndexes.ProtoReflect.Descriptor instead.
 func (*MachineUserIndexes) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{29}
+	return file_management_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MachineUserIndexes) GetIndexes() []uint32 {
@@ -2752,7 +3057,7 @@ type RemotePeerConfig struct {
 
 func (x *RemotePeerConfig) Reset() {
 	*x = RemotePeerConfig{}
-	mi := &file_management_proto_msgTypes[30]
+	mi := &file_management_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2764,7 +3069,7 @@ func (x *RemotePeerConfig) String() string {
 func (*RemotePeerConfig) ProtoMessage() {}
 
 func (x *RemotePeerConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[30]
+	mi := &file_management_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2777,7 +3082,7 @@ func (x *RemotePeerConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemotePeerConfig.ProtoReflect.Descriptor instead.
 func (*RemotePeerConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{30}
+	return file_management_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RemotePeerConfig) GetWgPubKey() string {
@@ -2826,7 +3131,7 @@ type SSHConfig struct {
 
 func (x *SSHConfig) Reset() {
 	*x = SSHConfig{}
-	mi := &file_management_proto_msgTypes[31]
+	mi := &file_management_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +3143,7 @@ func (x *SSHConfig) String() string {
 func (*SSHConfig) ProtoMessage() {}
 
 func (x *SSHConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[31]
+	mi := &file_management_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +3156,7 @@ func (x *SSHConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SSHConfig.ProtoReflect.Descriptor instead.
 func (*SSHConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{31}
+	return file_management_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SSHConfig) GetSshEnabled() bool {
@@ -2883,7 +3188,7 @@ type DeviceAuthorizationFlowRequest struct {
 
 func (x *DeviceAuthorizationFlowRequest) Reset() {
 	*x = DeviceAuthorizationFlowRequest{}
-	mi := &file_management_proto_msgTypes[32]
+	mi := &file_management_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2895,7 +3200,7 @@ func (x *DeviceAuthorizationFlowRequest) String() string {
 func (*DeviceAuthorizationFlowRequest) ProtoMessage() {}
 
 func (x *DeviceAuthorizationFlowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[32]
+	mi := &file_management_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2908,7 +3213,7 @@ func (x *DeviceAuthorizationFlowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAuthorizationFlowRequest.ProtoReflect.Descriptor instead.
 func (*DeviceAuthorizationFlowRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{32}
+	return file_management_proto_rawDescGZIP(), []int{34}
 }
 
 type DeviceAuthorizationFlow struct {
@@ -2921,7 +3226,7 @@ type DeviceAuthorizationFlow struct {
 
 func (x *DeviceAuthorizationFlow) Reset() {
 	*x = DeviceAuthorizationFlow{}
-	mi := &file_management_proto_msgTypes[33]
+	mi := &file_management_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2933,7 +3238,7 @@ func (x *DeviceAuthorizationFlow) String() string {
 func (*DeviceAuthorizationFlow) ProtoMessage() {}
 
 func (x *DeviceAuthorizationFlow) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[33]
+	mi := &file_management_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2946,7 +3251,7 @@ func (x *DeviceAuthorizationFlow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAuthorizationFlow.ProtoReflect.Descriptor instead.
 func (*DeviceAuthorizationFlow) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{33}
+	return file_management_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeviceAuthorizationFlow) GetProvider() DeviceAuthorizationFlowProvider {
@@ -2971,7 +3276,7 @@ type PKCEAuthorizationFlowRequest struct {
 
 func (x *PKCEAuthorizationFlowRequest) Reset() {
 	*x = PKCEAuthorizationFlowRequest{}
-	mi := &file_management_proto_msgTypes[34]
+	mi := &file_management_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2983,7 +3288,7 @@ func (x *PKCEAuthorizationFlowRequest) String() string {
 func (*PKCEAuthorizationFlowRequest) ProtoMessage() {}
 
 func (x *PKCEAuthorizationFlowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[34]
+	mi := &file_management_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2996,7 +3301,7 @@ func (x *PKCEAuthorizationFlowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKCEAuthorizationFlowRequest.ProtoReflect.Descriptor instead.
 func (*PKCEAuthorizationFlowRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{34}
+	return file_management_proto_rawDescGZIP(), []int{36}
 }
 
 type PKCEAuthorizationFlow struct {
@@ -3008,7 +3313,7 @@ type PKCEAuthorizationFlow struct {
 
 func (x *PKCEAuthorizationFlow) Reset() {
 	*x = PKCEAuthorizationFlow{}
-	mi := &file_management_proto_msgTypes[35]
+	mi := &file_management_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +3325,7 @@ func (x *PKCEAuthorizationFlow) String() string {
 func (*PKCEAuthorizationFlow) ProtoMessage() {}
 
 func (x *PKCEAuthorizationFlow) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[35]
+	mi := &file_management_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +3338,7 @@ func (x *PKCEAuthorizationFlow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PKCEAuthorizationFlow.ProtoReflect.Descriptor instead.
 func (*PKCEAuthorizationFlow) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{35}
+	return file_management_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PKCEAuthorizationFlow) GetProviderConfig() *ProviderConfig {
@@ -3064,7 +3369,7 @@ type ProviderConfig struct {
 
 func (x *ProviderConfig) Reset() {
 	*x = ProviderConfig{}
-	mi := &file_management_proto_msgTypes[36]
+	mi := &file_management_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3076,7 +3381,7 @@ func (x *ProviderConfig) String() string {
 func (*ProviderConfig) ProtoMessage() {}
 
 func (x *ProviderConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[36]
+	mi := &file_management_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3089,7 +3394,7 @@ func (x *ProviderConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderConfig.ProtoReflect.Descriptor instead.
 func (*ProviderConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{36}
+	return file_management_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ProviderConfig) GetClientID() string {
@@ -3195,7 +3500,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_management_proto_msgTypes[37]
+	mi := &file_management_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3207,7 +3512,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[37]
+	mi := &file_management_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3220,7 +3525,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{37}
+	return file_management_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Route) GetID() string {
@@ -3305,7 +3610,7 @@ type DNSConfig struct {
 
 func (x *DNSConfig) Reset() {
 	*x = DNSConfig{}
-	mi := &file_management_proto_msgTypes[38]
+	mi := &file_management_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3317,7 +3622,7 @@ func (x *DNSConfig) String() string {
 func (*DNSConfig) ProtoMessage() {}
 
 func (x *DNSConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[38]
+	mi := &file_management_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3330,7 +3635,7 @@ func (x *DNSConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DNSConfig.ProtoReflect.Descriptor instead.
 func (*DNSConfig) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{38}
+	return file_management_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DNSConfig) GetServiceEnable() bool {
@@ -3378,7 +3683,7 @@ type CustomZone struct {
 
 func (x *CustomZone) Reset() {
 	*x = CustomZone{}
-	mi := &file_management_proto_msgTypes[39]
+	mi := &file_management_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3390,7 +3695,7 @@ func (x *CustomZone) String() string {
 func (*CustomZone) ProtoMessage() {}
 
 func (x *CustomZone) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[39]
+	mi := &file_management_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3403,7 +3708,7 @@ func (x *CustomZone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustomZone.ProtoReflect.Descriptor instead.
 func (*CustomZone) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{39}
+	return file_management_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CustomZone) GetDomain() string {
@@ -3454,7 +3759,7 @@ type SimpleRecord struct {
 
 func (x *SimpleRecord) Reset() {
 	*x = SimpleRecord{}
-	mi := &file_management_proto_msgTypes[40]
+	mi := &file_management_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3466,7 +3771,7 @@ func (x *SimpleRecord) String() string {
 func (*SimpleRecord) ProtoMessage() {}
 
 func (x *SimpleRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[40]
+	mi := &file_management_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3479,7 +3784,7 @@ func (x *SimpleRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimpleRecord.ProtoReflect.Descriptor instead.
 func (*SimpleRecord) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{40}
+	return file_management_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SimpleRecord) GetName() string {
@@ -3529,7 +3834,7 @@ type NameServerGroup struct {
 
 func (x *NameServerGroup) Reset() {
 	*x = NameServerGroup{}
-	mi := &file_management_proto_msgTypes[41]
+	mi := &file_management_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3541,7 +3846,7 @@ func (x *NameServerGroup) String() string {
 func (*NameServerGroup) ProtoMessage() {}
 
 func (x *NameServerGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[41]
+	mi := &file_management_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3554,7 +3859,7 @@ func (x *NameServerGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NameServerGroup.ProtoReflect.Descriptor instead.
 func (*NameServerGroup) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{41}
+	return file_management_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NameServerGroup) GetNameServers() []*NameServer {
@@ -3596,7 +3901,7 @@ type NameServer struct {
 
 func (x *NameServer) Reset() {
 	*x = NameServer{}
-	mi := &file_management_proto_msgTypes[42]
+	mi := &file_management_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3608,7 +3913,7 @@ func (x *NameServer) String() string {
 func (*NameServer) ProtoMessage() {}
 
 func (x *NameServer) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[42]
+	mi := &file_management_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3621,7 +3926,7 @@ func (x *NameServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NameServer.ProtoReflect.Descriptor instead.
 func (*NameServer) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{42}
+	return file_management_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NameServer) GetIP() string {
@@ -3662,7 +3967,7 @@ type FirewallRule struct {
 
 func (x *FirewallRule) Reset() {
 	*x = FirewallRule{}
-	mi := &file_management_proto_msgTypes[43]
+	mi := &file_management_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3674,7 +3979,7 @@ func (x *FirewallRule) String() string {
 func (*FirewallRule) ProtoMessage() {}
 
 func (x *FirewallRule) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[43]
+	mi := &file_management_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3687,7 +3992,7 @@ func (x *FirewallRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallRule.ProtoReflect.Descriptor instead.
 func (*FirewallRule) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{43}
+	return file_management_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *FirewallRule) GetPeerIP() string {
@@ -3766,7 +4071,7 @@ type PortInfo struct {
 
 func (x *PortInfo) Reset() {
 	*x = PortInfo{}
-	mi := &file_management_proto_msgTypes[44]
+	mi := &file_management_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3778,7 +4083,7 @@ func (x *PortInfo) String() string {
 func (*PortInfo) ProtoMessage() {}
 
 func (x *PortInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[44]
+	mi := &file_management_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3791,7 +4096,7 @@ func (x *PortInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortInfo.ProtoReflect.Descriptor instead.
 func (*PortInfo) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{44}
+	return file_management_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PortInfo) GetPortSelection() isPortInfo_PortSelection {
@@ -3853,7 +4158,7 @@ type RouteFirewallRule struct {
 
 func (x *RouteFirewallRule) Reset() {
 	*x = RouteFirewallRule{}
-	mi := &file_management_proto_msgTypes[45]
+	mi := &file_management_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3865,7 +4170,7 @@ func (x *RouteFirewallRule) String() string {
 func (*RouteFirewallRule) ProtoMessage() {}
 
 func (x *RouteFirewallRule) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[45]
+	mi := &file_management_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3878,7 +4183,7 @@ func (x *RouteFirewallRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteFirewallRule.ProtoReflect.Descriptor instead.
 func (*RouteFirewallRule) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{45}
+	return file_management_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RouteFirewallRule) GetSourceRanges() []string {
@@ -3963,7 +4268,7 @@ type ForwardingRule struct {
 
 func (x *ForwardingRule) Reset() {
 	*x = ForwardingRule{}
-	mi := &file_management_proto_msgTypes[46]
+	mi := &file_management_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3975,7 +4280,7 @@ func (x *ForwardingRule) String() string {
 func (*ForwardingRule) ProtoMessage() {}
 
 func (x *ForwardingRule) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[46]
+	mi := &file_management_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3988,7 +4293,7 @@ func (x *ForwardingRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardingRule.ProtoReflect.Descriptor instead.
 func (*ForwardingRule) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{46}
+	return file_management_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ForwardingRule) GetProtocol() RuleProtocol {
@@ -4028,7 +4333,7 @@ type Checks struct {
 
 func (x *Checks) Reset() {
 	*x = Checks{}
-	mi := &file_management_proto_msgTypes[47]
+	mi := &file_management_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4040,7 +4345,7 @@ func (x *Checks) String() string {
 func (*Checks) ProtoMessage() {}
 
 func (x *Checks) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[47]
+	mi := &file_management_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4053,7 +4358,7 @@ func (x *Checks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checks.ProtoReflect.Descriptor instead.
 func (*Checks) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{47}
+	return file_management_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Checks) GetFiles() []string {
@@ -4073,7 +4378,7 @@ type ExtendAuthSessionRequest struct {
 
 func (x *ExtendAuthSessionRequest) Reset() {
 	*x = ExtendAuthSessionRequest{}
-	mi := &file_management_proto_msgTypes[48]
+	mi := &file_management_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4085,7 +4390,7 @@ func (x *ExtendAuthSessionRequest) String() string {
 func (*ExtendAuthSessionRequest) ProtoMessage() {}
 
 func (x *ExtendAuthSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[48]
+	mi := &file_management_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4098,7 +4403,7 @@ func (x *ExtendAuthSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendAuthSessionRequest.ProtoReflect.Descriptor instead.
 func (*ExtendAuthSessionRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{48}
+	return file_management_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ExtendAuthSessionRequest) GetJwtToken() string {
@@ -4124,7 +4429,7 @@ type ExtendAuthSessionResponse struct {
 
 func (x *ExtendAuthSessionResponse) Reset() {
 	*x = ExtendAuthSessionResponse{}
-	mi := &file_management_proto_msgTypes[49]
+	mi := &file_management_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4136,7 +4441,7 @@ func (x *ExtendAuthSessionResponse) String() string {
 func (*ExtendAuthSessionResponse) ProtoMessage() {}
 
 func (x *ExtendAuthSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[49]
+	mi := &file_management_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4149,7 +4454,7 @@ func (x *ExtendAuthSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendAuthSessionResponse.ProtoReflect.Descriptor instead.
 func (*ExtendAuthSessionResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{49}
+	return file_management_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ExtendAuthSessionResponse) GetSessionExpiresAt() *timestamppb.Timestamp {
@@ -4172,7 +4477,7 @@ type JobRequest struct {
 
 func (x *JobRequest) Reset() {
 	*x = JobRequest{}
-	mi := &file_management_proto_msgTypes[50]
+	mi := &file_management_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4184,7 +4489,7 @@ func (x *JobRequest) String() string {
 func (*JobRequest) ProtoMessage() {}
 
 func (x *JobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[50]
+	mi := &file_management_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4197,7 +4502,7 @@ func (x *JobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRequest.ProtoReflect.Descriptor instead.
 func (*JobRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{50}
+	return file_management_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *JobRequest) GetID() []byte {
@@ -4248,7 +4553,7 @@ type JobResponse struct {
 
 func (x *JobResponse) Reset() {
 	*x = JobResponse{}
-	mi := &file_management_proto_msgTypes[51]
+	mi := &file_management_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4260,7 +4565,7 @@ func (x *JobResponse) String() string {
 func (*JobResponse) ProtoMessage() {}
 
 func (x *JobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[51]
+	mi := &file_management_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4273,7 +4578,7 @@ func (x *JobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResponse.ProtoReflect.Descriptor instead.
 func (*JobResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{51}
+	return file_management_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *JobResponse) GetID() []byte {
@@ -4336,7 +4641,7 @@ type BundleParameters struct {
 
 func (x *BundleParameters) Reset() {
 	*x = BundleParameters{}
-	mi := &file_management_proto_msgTypes[52]
+	mi := &file_management_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4348,7 +4653,7 @@ func (x *BundleParameters) String() string {
 func (*BundleParameters) ProtoMessage() {}
 
 func (x *BundleParameters) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[52]
+	mi := &file_management_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4361,7 +4666,7 @@ func (x *BundleParameters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleParameters.ProtoReflect.Descriptor instead.
 func (*BundleParameters) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{52}
+	return file_management_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *BundleParameters) GetBundleFor() bool {
@@ -4408,7 +4713,7 @@ type BundleResult struct {
 
 func (x *BundleResult) Reset() {
 	*x = BundleResult{}
-	mi := &file_management_proto_msgTypes[53]
+	mi := &file_management_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4420,7 +4725,7 @@ func (x *BundleResult) String() string {
 func (*BundleResult) ProtoMessage() {}
 
 func (x *BundleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[53]
+	mi := &file_management_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4433,7 +4738,7 @@ func (x *BundleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleResult.ProtoReflect.Descriptor instead.
 func (*BundleResult) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{53}
+	return file_management_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BundleResult) GetUploadKey() string {
@@ -4459,7 +4764,7 @@ type ExposeServiceRequest struct {
 
 func (x *ExposeServiceRequest) Reset() {
 	*x = ExposeServiceRequest{}
-	mi := &file_management_proto_msgTypes[54]
+	mi := &file_management_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4471,7 +4776,7 @@ func (x *ExposeServiceRequest) String() string {
 func (*ExposeServiceRequest) ProtoMessage() {}
 
 func (x *ExposeServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[54]
+	mi := &file_management_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4484,7 +4789,7 @@ func (x *ExposeServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExposeServiceRequest.ProtoReflect.Descriptor instead.
 func (*ExposeServiceRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{54}
+	return file_management_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ExposeServiceRequest) GetPort() uint32 {
@@ -4555,7 +4860,7 @@ type ExposeServiceResponse struct {
 
 func (x *ExposeServiceResponse) Reset() {
 	*x = ExposeServiceResponse{}
-	mi := &file_management_proto_msgTypes[55]
+	mi := &file_management_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4567,7 +4872,7 @@ func (x *ExposeServiceResponse) String() string {
 func (*ExposeServiceResponse) ProtoMessage() {}
 
 func (x *ExposeServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[55]
+	mi := &file_management_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4580,7 +4885,7 @@ func (x *ExposeServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExposeServiceResponse.ProtoReflect.Descriptor instead.
 func (*ExposeServiceResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{55}
+	return file_management_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ExposeServiceResponse) GetServiceName() string {
@@ -4620,7 +4925,7 @@ type RenewExposeRequest struct {
 
 func (x *RenewExposeRequest) Reset() {
 	*x = RenewExposeRequest{}
-	mi := &file_management_proto_msgTypes[56]
+	mi := &file_management_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4632,7 +4937,7 @@ func (x *RenewExposeRequest) String() string {
 func (*RenewExposeRequest) ProtoMessage() {}
 
 func (x *RenewExposeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[56]
+	mi := &file_management_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4645,7 +4950,7 @@ func (x *RenewExposeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewExposeRequest.ProtoReflect.Descriptor instead.
 func (*RenewExposeRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{56}
+	return file_management_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RenewExposeRequest) GetDomain() string {
@@ -4663,7 +4968,7 @@ type RenewExposeResponse struct {
 
 func (x *RenewExposeResponse) Reset() {
 	*x = RenewExposeResponse{}
-	mi := &file_management_proto_msgTypes[57]
+	mi := &file_management_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4675,7 +4980,7 @@ func (x *RenewExposeResponse) String() string {
 func (*RenewExposeResponse) ProtoMessage() {}
 
 func (x *RenewExposeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[57]
+	mi := &file_management_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4688,7 +4993,7 @@ func (x *RenewExposeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewExposeResponse.ProtoReflect.Descriptor instead.
 func (*RenewExposeResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{57}
+	return file_management_proto_rawDescGZIP(), []int{59}
 }
 
 type StopExposeRequest struct {
@@ -4700,7 +5005,7 @@ type StopExposeRequest struct {
 
 func (x *StopExposeRequest) Reset() {
 	*x = StopExposeRequest{}
-	mi := &file_management_proto_msgTypes[58]
+	mi := &file_management_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4712,7 +5017,7 @@ func (x *StopExposeRequest) String() string {
 func (*StopExposeRequest) ProtoMessage() {}
 
 func (x *StopExposeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[58]
+	mi := &file_management_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4725,7 +5030,7 @@ func (x *StopExposeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopExposeRequest.ProtoReflect.Descriptor instead.
 func (*StopExposeRequest) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{58}
+	return file_management_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *StopExposeRequest) GetDomain() string {
@@ -4743,7 +5048,7 @@ type StopExposeResponse struct {
 
 func (x *StopExposeResponse) Reset() {
 	*x = StopExposeResponse{}
-	mi := &file_management_proto_msgTypes[59]
+	mi := &file_management_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4755,7 +5060,7 @@ func (x *StopExposeResponse) String() string {
 func (*StopExposeResponse) ProtoMessage() {}
 
 func (x *StopExposeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[59]
+	mi := &file_management_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4768,7 +5073,7 @@ func (x *StopExposeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopExposeResponse.ProtoReflect.Descriptor instead.
 func (*StopExposeResponse) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{59}
+	return file_management_proto_rawDescGZIP(), []int{61}
 }
 
 // Component network-map format (SyncResponse.Version == 1). We always send
@@ -4786,7 +5091,7 @@ type NetworkMapEnvelope struct {
 
 func (x *NetworkMapEnvelope) Reset() {
 	*x = NetworkMapEnvelope{}
-	mi := &file_management_proto_msgTypes[60]
+	mi := &file_management_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4798,7 +5103,7 @@ func (x *NetworkMapEnvelope) String() string {
 func (*NetworkMapEnvelope) ProtoMessage() {}
 
 func (x *NetworkMapEnvelope) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[60]
+	mi := &file_management_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4811,7 +5116,7 @@ func (x *NetworkMapEnvelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkMapEnvelope.ProtoReflect.Descriptor instead.
 func (*NetworkMapEnvelope) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{60}
+	return file_management_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *NetworkMapEnvelope) GetPayload() isNetworkMapEnvelope_Payload {
@@ -4863,7 +5168,7 @@ type NetworkMapComponentsDelta struct {
 
 func (x *NetworkMapComponentsDelta) Reset() {
 	*x = NetworkMapComponentsDelta{}
-	mi := &file_management_proto_msgTypes[61]
+	mi := &file_management_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4875,7 +5180,7 @@ func (x *NetworkMapComponentsDelta) String() string {
 func (*NetworkMapComponentsDelta) ProtoMessage() {}
 
 func (x *NetworkMapComponentsDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[61]
+	mi := &file_management_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4888,7 +5193,7 @@ func (x *NetworkMapComponentsDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkMapComponentsDelta.ProtoReflect.Descriptor instead.
 func (*NetworkMapComponentsDelta) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{61}
+	return file_management_proto_rawDescGZIP(), []int{63}
 }
 
 type NetworkMapComponentsFull struct {
@@ -4924,7 +5229,7 @@ type NetworkMapComponentsFull struct {
 
 func (x *NetworkMapComponentsFull) Reset() {
 	*x = NetworkMapComponentsFull{}
-	mi := &file_management_proto_msgTypes[62]
+	mi := &file_management_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4936,7 +5241,7 @@ func (x *NetworkMapComponentsFull) String() string {
 func (*NetworkMapComponentsFull) ProtoMessage() {}
 
 func (x *NetworkMapComponentsFull) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[62]
+	mi := &file_management_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4949,7 +5254,7 @@ func (x *NetworkMapComponentsFull) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkMapComponentsFull.ProtoReflect.Descriptor instead.
 func (*NetworkMapComponentsFull) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{62}
+	return file_management_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *NetworkMapComponentsFull) GetSerial() uint64 {
@@ -5141,7 +5446,7 @@ type ProxyPatch struct {
 
 func (x *ProxyPatch) Reset() {
 	*x = ProxyPatch{}
-	mi := &file_management_proto_msgTypes[63]
+	mi := &file_management_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5153,7 +5458,7 @@ func (x *ProxyPatch) String() string {
 func (*ProxyPatch) ProtoMessage() {}
 
 func (x *ProxyPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[63]
+	mi := &file_management_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5166,7 +5471,7 @@ func (x *ProxyPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyPatch.ProtoReflect.Descriptor instead.
 func (*ProxyPatch) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{63}
+	return file_management_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ProxyPatch) GetPeers() []*RemotePeerConfig {
@@ -5221,7 +5526,7 @@ type AccountSettingsCompact struct {
 
 func (x *AccountSettingsCompact) Reset() {
 	*x = AccountSettingsCompact{}
-	mi := &file_management_proto_msgTypes[64]
+	mi := &file_management_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5233,7 +5538,7 @@ func (x *AccountSettingsCompact) String() string {
 func (*AccountSettingsCompact) ProtoMessage() {}
 
 func (x *AccountSettingsCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[64]
+	mi := &file_management_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5246,7 +5551,7 @@ func (x *AccountSettingsCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccountSettingsCompact.ProtoReflect.Descriptor instead.
 func (*AccountSettingsCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{64}
+	return file_management_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *AccountSettingsCompact) GetPeerLoginExpirationEnabled() bool {
@@ -5276,7 +5581,7 @@ type AccountNetwork struct {
 
 func (x *AccountNetwork) Reset() {
 	*x = AccountNetwork{}
-	mi := &file_management_proto_msgTypes[65]
+	mi := &file_management_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5288,7 +5593,7 @@ func (x *AccountNetwork) String() string {
 func (*AccountNetwork) ProtoMessage() {}
 
 func (x *AccountNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[65]
+	mi := &file_management_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5301,7 +5606,7 @@ func (x *AccountNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccountNetwork.ProtoReflect.Descriptor instead.
 func (*AccountNetwork) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{65}
+	return file_management_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AccountNetwork) GetIdentifier() string {
@@ -5360,7 +5665,7 @@ type PeerCompact struct {
 
 func (x *PeerCompact) Reset() {
 	*x = PeerCompact{}
-	mi := &file_management_proto_msgTypes[66]
+	mi := &file_management_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5372,7 +5677,7 @@ func (x *PeerCompact) String() string {
 func (*PeerCompact) ProtoMessage() {}
 
 func (x *PeerCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[66]
+	mi := &file_management_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5385,7 +5690,7 @@ func (x *PeerCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerCompact.ProtoReflect.Descriptor instead.
 func (*PeerCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{66}
+	return file_management_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *PeerCompact) GetWgPubKey() []byte {
@@ -5500,7 +5805,7 @@ type PolicyCompact struct {
 
 func (x *PolicyCompact) Reset() {
 	*x = PolicyCompact{}
-	mi := &file_management_proto_msgTypes[67]
+	mi := &file_management_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5512,7 +5817,7 @@ func (x *PolicyCompact) String() string {
 func (*PolicyCompact) ProtoMessage() {}
 
 func (x *PolicyCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[67]
+	mi := &file_management_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5525,7 +5830,7 @@ func (x *PolicyCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyCompact.ProtoReflect.Descriptor instead.
 func (*PolicyCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{67}
+	return file_management_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PolicyCompact) GetId() string {
@@ -5630,7 +5935,7 @@ type ResourceCompact struct {
 
 func (x *ResourceCompact) Reset() {
 	*x = ResourceCompact{}
-	mi := &file_management_proto_msgTypes[68]
+	mi := &file_management_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5642,7 +5947,7 @@ func (x *ResourceCompact) String() string {
 func (*ResourceCompact) ProtoMessage() {}
 
 func (x *ResourceCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[68]
+	mi := &file_management_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5655,7 +5960,7 @@ func (x *ResourceCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceCompact.ProtoReflect.Descriptor instead.
 func (*ResourceCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{68}
+	return file_management_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ResourceCompact) GetType() string {
@@ -5688,7 +5993,7 @@ type UserNameList struct {
 
 func (x *UserNameList) Reset() {
 	*x = UserNameList{}
-	mi := &file_management_proto_msgTypes[69]
+	mi := &file_management_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5700,7 +6005,7 @@ func (x *UserNameList) String() string {
 func (*UserNameList) ProtoMessage() {}
 
 func (x *UserNameList) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[69]
+	mi := &file_management_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5713,7 +6018,7 @@ func (x *UserNameList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserNameList.ProtoReflect.Descriptor instead.
 func (*UserNameList) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{69}
+	return file_management_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *UserNameList) GetNames() []string {
@@ -5734,7 +6039,7 @@ type GroupCompact struct {
 
 func (x *GroupCompact) Reset() {
 	*x = GroupCompact{}
-	mi := &file_management_proto_msgTypes[70]
+	mi := &file_management_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5746,7 +6051,7 @@ func (x *GroupCompact) String() string {
 func (*GroupCompact) ProtoMessage() {}
 
 func (x *GroupCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[70]
+	mi := &file_management_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5759,7 +6064,7 @@ func (x *GroupCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCompact.ProtoReflect.Descriptor instead.
 func (*GroupCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{70}
+	return file_management_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GroupCompact) GetId() string {
@@ -5792,7 +6097,7 @@ type DNSSettingsCompact struct {
 
 func (x *DNSSettingsCompact) Reset() {
 	*x = DNSSettingsCompact{}
-	mi := &file_management_proto_msgTypes[71]
+	mi := &file_management_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5804,7 +6109,7 @@ func (x *DNSSettingsCompact) String() string {
 func (*DNSSettingsCompact) ProtoMessage() {}
 
 func (x *DNSSettingsCompact) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[71]
+	mi := &file_management_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5817,7 +6122,7 @@ func (x *DNSSettingsCompact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DNSSettingsCompact.ProtoReflect.Descriptor instead.
 func (*DNSSettingsCompact) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{71}
+	return file_management_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DNSSettingsCompact) GetDisabledManagementGroupIds() []string {
@@ -5851,7 +6156,7 @@ type RouteRaw struct {
 
 func (x *RouteRaw) Reset() {
 	*x = RouteRaw{}
-	mi := &file_management_proto_msgTypes[72]
+	mi := &file_management_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5863,7 +6168,7 @@ func (x *RouteRaw) String() string {
 func (*RouteRaw) ProtoMessage() {}
 
 func (x *RouteRaw) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[72]
+	mi := &file_management_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5876,7 +6181,7 @@ func (x *RouteRaw) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRaw.ProtoReflect.Descriptor instead.
 func (*RouteRaw) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{72}
+	return file_management_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *RouteRaw) GetId() string {
@@ -6006,7 +6311,7 @@ type NameServerGroupRaw struct {
 
 func (x *NameServerGroupRaw) Reset() {
 	*x = NameServerGroupRaw{}
-	mi := &file_management_proto_msgTypes[73]
+	mi := &file_management_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6018,7 +6323,7 @@ func (x *NameServerGroupRaw) String() string {
 func (*NameServerGroupRaw) ProtoMessage() {}
 
 func (x *NameServerGroupRaw) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[73]
+	mi := &file_management_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6031,7 +6336,7 @@ func (x *NameServerGroupRaw) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NameServerGroupRaw.ProtoReflect.Descriptor instead.
 func (*NameServerGroupRaw) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{73}
+	return file_management_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *NameServerGroupRaw) GetId() string {
@@ -6100,7 +6405,7 @@ type NetworkResourceRaw struct {
 
 func (x *NetworkResourceRaw) Reset() {
 	*x = NetworkResourceRaw{}
-	mi := &file_management_proto_msgTypes[74]
+	mi := &file_management_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6112,7 +6417,7 @@ func (x *NetworkResourceRaw) String() string {
 func (*NetworkResourceRaw) ProtoMessage() {}
 
 func (x *NetworkResourceRaw) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[74]
+	mi := &file_management_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6125,7 +6430,7 @@ func (x *NetworkResourceRaw) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkResourceRaw.ProtoReflect.Descriptor instead.
 func (*NetworkResourceRaw) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{74}
+	return file_management_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *NetworkResourceRaw) GetId() string {
@@ -6200,7 +6505,7 @@ type NetworkRouterList struct {
 
 func (x *NetworkRouterList) Reset() {
 	*x = NetworkRouterList{}
-	mi := &file_management_proto_msgTypes[75]
+	mi := &file_management_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6212,7 +6517,7 @@ func (x *NetworkRouterList) String() string {
 func (*NetworkRouterList) ProtoMessage() {}
 
 func (x *NetworkRouterList) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[75]
+	mi := &file_management_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6225,7 +6530,7 @@ func (x *NetworkRouterList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkRouterList.ProtoReflect.Descriptor instead.
 func (*NetworkRouterList) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{75}
+	return file_management_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *NetworkRouterList) GetEntries() []*NetworkRouterEntry {
@@ -6250,7 +6555,7 @@ type NetworkRouterEntry struct {
 
 func (x *NetworkRouterEntry) Reset() {
 	*x = NetworkRouterEntry{}
-	mi := &file_management_proto_msgTypes[76]
+	mi := &file_management_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6262,7 +6567,7 @@ func (x *NetworkRouterEntry) String() string {
 func (*NetworkRouterEntry) ProtoMessage() {}
 
 func (x *NetworkRouterEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[76]
+	mi := &file_management_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6275,7 +6580,7 @@ func (x *NetworkRouterEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkRouterEntry.ProtoReflect.Descriptor instead.
 func (*NetworkRouterEntry) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{76}
+	return file_management_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *NetworkRouterEntry) GetId() string {
@@ -6336,7 +6641,7 @@ type PolicyIds struct {
 
 func (x *PolicyIds) Reset() {
 	*x = PolicyIds{}
-	mi := &file_management_proto_msgTypes[77]
+	mi := &file_management_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6348,7 +6653,7 @@ func (x *PolicyIds) String() string {
 func (*PolicyIds) ProtoMessage() {}
 
 func (x *PolicyIds) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[77]
+	mi := &file_management_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6361,7 +6666,7 @@ func (x *PolicyIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyIds.ProtoReflect.Descriptor instead.
 func (*PolicyIds) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{77}
+	return file_management_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *PolicyIds) GetIds() []string {
@@ -6380,7 +6685,7 @@ type UserIDList struct {
 
 func (x *UserIDList) Reset() {
 	*x = UserIDList{}
-	mi := &file_management_proto_msgTypes[78]
+	mi := &file_management_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6392,7 +6697,7 @@ func (x *UserIDList) String() string {
 func (*UserIDList) ProtoMessage() {}
 
 func (x *UserIDList) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[78]
+	mi := &file_management_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6405,7 +6710,7 @@ func (x *UserIDList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserIDList.ProtoReflect.Descriptor instead.
 func (*UserIDList) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{78}
+	return file_management_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *UserIDList) GetUserIds() []string {
@@ -6424,7 +6729,7 @@ type PeerIndexSet struct {
 
 func (x *PeerIndexSet) Reset() {
 	*x = PeerIndexSet{}
-	mi := &file_management_proto_msgTypes[79]
+	mi := &file_management_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6436,7 +6741,7 @@ func (x *PeerIndexSet) String() string {
 func (*PeerIndexSet) ProtoMessage() {}
 
 func (x *PeerIndexSet) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[79]
+	mi := &file_management_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6449,7 +6754,7 @@ func (x *PeerIndexSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerIndexSet.ProtoReflect.Descriptor instead.
 func (*PeerIndexSet) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{79}
+	return file_management_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *PeerIndexSet) GetPeerIndexes() []uint32 {
@@ -6469,7 +6774,7 @@ type PortInfo_Range struct {
 
 func (x *PortInfo_Range) Reset() {
 	*x = PortInfo_Range{}
-	mi := &file_management_proto_msgTypes[81]
+	mi := &file_management_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6481,7 +6786,7 @@ func (x *PortInfo_Range) String() string {
 func (*PortInfo_Range) ProtoMessage() {}
 
 func (x *PortInfo_Range) ProtoReflect() protoreflect.Message {
-	mi := &file_management_proto_msgTypes[81]
+	mi := &file_management_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6494,7 +6799,7 @@ func (x *PortInfo_Range) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortInfo_Range.ProtoReflect.Descriptor instead.
 func (*PortInfo_Range) Descriptor() ([]byte, []int) {
-	return file_management_proto_rawDescGZIP(), []int{44, 0}
+	return file_management_proto_rawDescGZIP(), []int{46, 0}
 }
 
 func (x *PortInfo_Range) GetStart() uint32 {
@@ -6568,7 +6873,35 @@ const file_management_proto_rawDesc = "" +
 	"\n" +
 	"CONNECTING\x10\x01\x12\a\n" +
 	"\x03P2P\x10\x02\x12\v\n" +
-	"\aRELAYED\x10\x03\"8\n" +
+	"\aRELAYED\x10\x03\"j\n" +
+	"\x18WiremeshSSHEventsRequest\x124\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.management.WiremeshSSHEventR\x06events\x12\x18\n" +
+	"\adropped\x18\x02 \x01(\x04R\adropped\"\xae\x04\n" +
+	"\x10WiremeshSSHEvent\x125\n" +
+	"\x04type\x18\x01 \x01(\x0e2!.management.WiremeshSSHEvent.TypeR\x04type\x12\x1a\n" +
+	"\bsourceIp\x18\x02 \x01(\tR\bsourceIp\x12\x1a\n" +
+	"\bunixUser\x18\x03 \x01(\tR\bunixUser\x125\n" +
+	"\x04kind\x18\x04 \x01(\x0e2!.management.WiremeshSSHEvent.KindR\x04kind\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12*\n" +
+	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12&\n" +
+	"\x0edurationMillis\x18\a \x01(\x04R\x0edurationMillis\x12\x1c\n" +
+	"\tsessionId\x18\b \x01(\x04R\tsessionId\x12\x10\n" +
+	"\x03pty\x18\t \x01(\bR\x03pty\x12\x18\n" +
+	"\aforward\x18\n" +
+	" \x01(\tR\aforward\x12\x18\n" +
+	"\ajwtUser\x18\v \x01(\tR\ajwtUser\"D\n" +
+	"\x04Type\x12\v\n" +
+	"\aUNKNOWN\x10\x00\x12\x11\n" +
+	"\rSESSION_START\x10\x01\x12\x0f\n" +
+	"\vSESSION_END\x10\x02\x12\v\n" +
+	"\aREFUSED\x10\x03\"^\n" +
+	"\x04Kind\x12\x10\n" +
+	"\fKIND_UNKNOWN\x10\x00\x12\t\n" +
+	"\x05SHELL\x10\x01\x12\b\n" +
+	"\x04EXEC\x10\x02\x12\b\n" +
+	"\x04SFTP\x10\x03\x12\x11\n" +
+	"\rLOCAL_FORWARD\x10\x04\x12\x12\n" +
+	"\x0eREMOTE_FORWARD\x10\x05\"8\n" +
 	"\x0eNetworkAddress\x12\x14\n" +
 	"\x05netIP\x18\x01 \x01(\tR\x05netIP\x12\x10\n" +
 	"\x03mac\x18\x02 \x01(\tR\x03mac\"?\n" +
@@ -7112,7 +7445,7 @@ const file_management_proto_rawDesc = "" +
 	"\n" +
 	"EXPOSE_UDP\x10\x03\x12\x0e\n" +
 	"\n" +
-	"EXPOSE_TLS\x10\x042\xd0\a\n" +
+	"EXPOSE_TLS\x10\x042\x98\b\n" +
 	"\x11ManagementService\x12E\n" +
 	"\x05Login\x12\x1c.management.EncryptedMessage\x1a\x1c.management.EncryptedMessage\"\x00\x12F\n" +
 	"\x04Sync\x12\x1c.management.EncryptedMessage\x1a\x1c.management.EncryptedMessage\"\x000\x01\x12B\n" +
@@ -7127,7 +7460,8 @@ const file_management_proto_rawDesc = "" +
 	"\vRenewExpose\x12\x1c.management.EncryptedMessage\x1a\x1c.management.EncryptedMessage\"\x00\x12J\n" +
 	"\n" +
 	"StopExpose\x12\x1c.management.EncryptedMessage\x1a\x1c.management.EncryptedMessage\"\x00\x12Q\n" +
-	"\x11ExtendAuthSession\x12\x1c.management.EncryptedMessage\x1a\x1c.management.EncryptedMessage\"\x00B2Z0github.com/wiremesh/wiremesh/proto/mgmtpb;mgmtpbb\x06proto3"
+	"\x11ExtendAuthSession\x12\x1c.management.EncryptedMessage\x1a\x1c.management.EncryptedMessage\"\x00\x12F\n" +
+	"\x11WiremeshSSHEvents\x12\x1c.management.EncryptedMessage\x1a\x11.management.Empty\"\x00B2Z0github.com/wiremesh/wiremesh/proto/mgmtpb;mgmtpbb\x06proto3"
 
 var (
 	file_management_proto_rawDescOnce sync.Once
@@ -7141,8 +7475,8 @@ func file_management_proto_rawDescGZIP() []byte {
 	return file_management_proto_rawDescData
 }
 
-var file_management_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_management_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
+var file_management_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
+var file_management_proto_msgTypes = make([]protoimpl.MessageInfo, 89)
 var file_management_proto_goTypes = []any{
 	(PeerCapability)(0),                    // 0: management.PeerCapability
 	(RuleProtocol)(0),                      // 1: management.RuleProtocol
@@ -7151,245 +7485,255 @@ var file_management_proto_goTypes = []any{
 	(JobStatus)(0),                         // 4: management.JobStatus
 	(ExposeProtocol)(0),                    // 5: management.ExposeProtocol
 	(WiremeshConnection_Type)(0),           // 6: management.WiremeshConnection.Type
-	(HostConfig_Protocol)(0),               // 7: management.HostConfig.Protocol
-	(DeviceAuthorizationFlowProvider)(0),   // 8: management.DeviceAuthorizationFlow.provider
-	(*EncryptedMessage)(nil),               // 9: management.EncryptedMessage
-	(*ServerKeyResponse)(nil),              // 10: management.ServerKeyResponse
-	(*Empty)(nil),                          // 11: management.Empty
-	(*LoginRequest)(nil),                   // 12: management.LoginRequest
-	(*PeerKeys)(nil),                       // 13: management.PeerKeys
-	(*PeerSystemMeta)(nil),                 // 14: management.PeerSystemMeta
-	(*WiremeshConnections)(nil),            // 15: management.WiremeshConnections
-	(*WiremeshConnection)(nil),             // 16: management.WiremeshConnection
-	(*NetworkAddress)(nil),                 // 17: management.NetworkAddress
-	(*Environment)(nil),                    // 18: management.Environment
-	(*File)(nil),                           // 19: management.File
-	(*Flags)(nil),                          // 20: management.Flags
-	(*LoginResponse)(nil),                  // 21: management.LoginResponse
-	(*SyncRequest)(nil),                    // 22: management.SyncRequest
-	(*WiremeshCapabilities)(nil),           // 23: management.WiremeshCapabilities
-	(*NetworkMapDelta)(nil),                // 24: management.NetworkMapDelta
-	(*SyncMetaRequest)(nil),                // 25: management.SyncMetaRequest
-	(*SyncResponse)(nil),                   // 26: management.SyncResponse
-	(*NetbirdConfig)(nil),                  // 27: management.NetbirdConfig
-	(*HostConfig)(nil),                     // 28: management.HostConfig
-	(*ProtectedHostConfig)(nil),            // 29: management.ProtectedHostConfig
-	(*RelayConfig)(nil),                    // 30: management.RelayConfig
-	(*FlowConfig)(nil),                     // 31: management.FlowConfig
-	(*MetricsConfig)(nil),                  // 32: management.MetricsConfig
-	(*JWTConfig)(nil),                      // 33: management.JWTConfig
-	(*PeerConfig)(nil),                     // 34: management.PeerConfig
-	(*AutoUpdateSettings)(nil),             // 35: management.AutoUpdateSettings
-	(*NetworkMap)(nil),                     // 36: management.NetworkMap
-	(*SSHAuth)(nil),                        // 37: management.SSHAuth
-	(*MachineUserIndexes)(nil),             // 38: management.MachineUserIndexes
-	(*RemotePeerConfig)(nil),               // 39: management.RemotePeerConfig
-	(*SSHConfig)(nil),                      // 40: management.SSHConfig
-	(*DeviceAuthorizationFlowRequest)(nil), // 41: management.DeviceAuthorizationFlowRequest
-	(*DeviceAuthorizationFlow)(nil),        // 42: management.DeviceAuthorizationFlow
-	(*PKCEAuthorizationFlowRequest)(nil),   // 43: management.PKCEAuthorizationFlowRequest
-	(*PKCEAuthorizationFlow)(nil),          // 44: management.PKCEAuthorizationFlow
-	(*ProviderConfig)(nil),                 // 45: management.ProviderConfig
-	(*Route)(nil),                          // 46: management.Route
-	(*DNSConfig)(nil),                      // 47: management.DNSConfig
-	(*CustomZone)(nil),                     // 48: management.CustomZone
-	(*SimpleRecord)(nil),                   // 49: management.SimpleRecord
-	(*NameServerGroup)(nil),                // 50: management.NameServerGroup
-	(*NameServer)(nil),                     // 51: management.NameServer
-	(*FirewallRule)(nil),                   // 52: management.FirewallRule
-	(*PortInfo)(nil),                       // 53: management.PortInfo
-	(*RouteFirewallRule)(nil),              // 54: management.RouteFirewallRule
-	(*ForwardingRule)(nil),                 // 55: management.ForwardingRule
-	(*Checks)(nil),                         // 56: management.Checks
-	(*ExtendAuthSessionRequest)(nil),       // 57: management.ExtendAuthSessionRequest
-	(*ExtendAuthSessionResponse)(nil),      // 58: management.ExtendAuthSessionResponse
-	(*JobRequest)(nil),                     // 59: management.JobRequest
-	(*JobResponse)(nil),                    // 60: management.JobResponse
-	(*BundleParameters)(nil),               // 61: management.BundleParameters
-	(*BundleResult)(nil),                   // 62: management.BundleResult
-	(*ExposeServiceRequest)(nil),           // 63: management.ExposeServiceRequest
-	(*ExposeServiceResponse)(nil),          // 64: management.ExposeServiceResponse
-	(*RenewExposeRequest)(nil),             // 65: management.RenewExposeRequest
-	(*RenewExposeResponse)(nil),            // 66: management.RenewExposeResponse
-	(*StopExposeRequest)(nil),              // 67: management.StopExposeRequest
-	(*StopExposeResponse)(nil),             // 68: management.StopExposeResponse
-	(*NetworkMapEnvelope)(nil),             // 69: management.NetworkMapEnvelope
-	(*NetworkMapComponentsDelta)(nil),      // 70: management.NetworkMapComponentsDelta
-	(*NetworkMapComponentsFull)(nil),       // 71: management.NetworkMapComponentsFull
-	(*ProxyPatch)(nil),                     // 72: management.ProxyPatch
-	(*AccountSettingsCompact)(nil),         // 73: management.AccountSettingsCompact
-	(*AccountNetwork)(nil),                 // 74: management.AccountNetwork
-	(*PeerCompact)(nil),                    // 75: management.PeerCompact
-	(*PolicyCompact)(nil),                  // 76: management.PolicyCompact
-	(*ResourceCompact)(nil),                // 77: management.ResourceCompact
-	(*UserNameList)(nil),                   // 78: management.UserNameList
-	(*GroupCompact)(nil),                   // 79: management.GroupCompact
-	(*DNSSettingsCompact)(nil),             // 80: management.DNSSettingsCompact
-	(*RouteRaw)(nil),                       // 81: management.RouteRaw
-	(*NameServerGroupRaw)(nil),             // 82: management.NameServerGroupRaw
-	(*NetworkResourceRaw)(nil),             // 83: management.NetworkResourceRaw
-	(*NetworkRouterList)(nil),              // 84: management.NetworkRouterList
-	(*NetworkRouterEntry)(nil),             // 85: management.NetworkRouterEntry
-	(*PolicyIds)(nil),                      // 86: management.PolicyIds
-	(*UserIDList)(nil),                     // 87: management.UserIDList
-	(*PeerIndexSet)(nil),                   // 88: management.PeerIndexSet
-	nil,                                    // 89: management.SSHAuth.MachineUsersEntry
-	(*PortInfo_Range)(nil),                 // 90: management.PortInfo.Range
-	nil,                                    // 91: management.NetworkMapComponentsFull.RoutersMapEntry
-	nil,                                    // 92: management.NetworkMapComponentsFull.ResourcePoliciesMapEntry
-	nil,                                    // 93: management.NetworkMapComponentsFull.GroupIdToUserIdsEntry
-	nil,                                    // 94: management.NetworkMapComponentsFull.PostureFailedPeersEntry
-	nil,                                    // 95: management.PolicyCompact.AuthorizedGroupsEntry
-	(*timestamppb.Timestamp)(nil),          // 96: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 97: google.protobuf.Duration
+	(WiremeshSSHEvent_Type)(0),             // 7: management.WiremeshSSHEvent.Type
+	(WiremeshSSHEvent_Kind)(0),             // 8: management.WiremeshSSHEvent.Kind
+	(HostConfig_Protocol)(0),               // 9: management.HostConfig.Protocol
+	(DeviceAuthorizationFlowProvider)(0),   // 10: management.DeviceAuthorizationFlow.provider
+	(*EncryptedMessage)(nil),               // 11: management.EncryptedMessage
+	(*ServerKeyResponse)(nil),              // 12: management.ServerKeyResponse
+	(*Empty)(nil),                          // 13: management.Empty
+	(*LoginRequest)(nil),                   // 14: management.LoginRequest
+	(*PeerKeys)(nil),                       // 15: management.PeerKeys
+	(*PeerSystemMeta)(nil),                 // 16: management.PeerSystemMeta
+	(*WiremeshConnections)(nil),            // 17: management.WiremeshConnections
+	(*WiremeshConnection)(nil),             // 18: management.WiremeshConnection
+	(*WiremeshSSHEventsRequest)(nil),       // 19: management.WiremeshSSHEventsRequest
+	(*WiremeshSSHEvent)(nil),               // 20: management.WiremeshSSHEvent
+	(*NetworkAddress)(nil),                 // 21: management.NetworkAddress
+	(*Environment)(nil),                    // 22: management.Environment
+	(*File)(nil),                           // 23: management.File
+	(*Flags)(nil),                          // 24: management.Flags
+	(*LoginResponse)(nil),                  // 25: management.LoginResponse
+	(*SyncRequest)(nil),                    // 26: management.SyncRequest
+	(*WiremeshCapabilities)(nil),           // 27: management.WiremeshCapabilities
+	(*NetworkMapDelta)(nil),                // 28: management.NetworkMapDelta
+	(*SyncMetaRequest)(nil),                // 29: management.SyncMetaRequest
+	(*SyncResponse)(nil),                   // 30: management.SyncResponse
+	(*NetbirdConfig)(nil),                  // 31: management.NetbirdConfig
+	(*HostConfig)(nil),                     // 32: management.HostConfig
+	(*ProtectedHostConfig)(nil),            // 33: management.ProtectedHostConfig
+	(*RelayConfig)(nil),                    // 34: management.RelayConfig
+	(*FlowConfig)(nil),                     // 35: management.FlowConfig
+	(*MetricsConfig)(nil),                  // 36: management.MetricsConfig
+	(*JWTConfig)(nil),                      // 37: management.JWTConfig
+	(*PeerConfig)(nil),                     // 38: management.PeerConfig
+	(*AutoUpdateSettings)(nil),             // 39: management.AutoUpdateSettings
+	(*NetworkMap)(nil),                     // 40: management.NetworkMap
+	(*SSHAuth)(nil),                        // 41: management.SSHAuth
+	(*MachineUserIndexes)(nil),             // 42: management.MachineUserIndexes
+	(*RemotePeerConfig)(nil),               // 43: management.RemotePeerConfig
+	(*SSHConfig)(nil),                      // 44: management.SSHConfig
+	(*DeviceAuthorizationFlowRequest)(nil), // 45: management.DeviceAuthorizationFlowRequest
+	(*DeviceAuthorizationFlow)(nil),        // 46: management.DeviceAuthorizationFlow
+	(*PKCEAuthorizationFlowRequest)(nil),   // 47: management.PKCEAuthorizationFlowRequest
+	(*PKCEAuthorizationFlow)(nil),          // 48: management.PKCEAuthorizationFlow
+	(*ProviderConfig)(nil),                 // 49: management.ProviderConfig
+	(*Route)(nil),                          // 50: management.Route
+	(*DNSConfig)(nil),                      // 51: management.DNSConfig
+	(*CustomZone)(nil),                     // 52: management.CustomZone
+	(*SimpleRecord)(nil),                   // 53: management.SimpleRecord
+	(*NameServerGroup)(nil),                // 54: management.NameServerGroup
+	(*NameServer)(nil),                     // 55: management.NameServer
+	(*FirewallRule)(nil),                   // 56: management.FirewallRule
+	(*PortInfo)(nil),                       // 57: management.PortInfo
+	(*RouteFirewallRule)(nil),              // 58: management.RouteFirewallRule
+	(*ForwardingRule)(nil),                 // 59: management.ForwardingRule
+	(*Checks)(nil),                         // 60: management.Checks
+	(*ExtendAuthSessionRequest)(nil),       // 61: management.ExtendAuthSessionRequest
+	(*ExtendAuthSessionResponse)(nil),      // 62: management.ExtendAuthSessionResponse
+	(*JobRequest)(nil),                     // 63: management.JobRequest
+	(*JobResponse)(nil),                    // 64: management.JobResponse
+	(*BundleParameters)(nil),               // 65: management.BundleParameters
+	(*BundleResult)(nil),                   // 66: management.BundleResult
+	(*ExposeServiceRequest)(nil),           // 67: management.ExposeServiceRequest
+	(*ExposeServiceResponse)(nil),          // 68: management.ExposeServiceResponse
+	(*RenewExposeRequest)(nil),             // 69: management.RenewExposeRequest
+	(*RenewExposeResponse)(nil),            // 70: management.RenewExposeResponse
+	(*StopExposeRequest)(nil),              // 71: management.StopExposeRequest
+	(*StopExposeResponse)(nil),             // 72: management.StopExposeResponse
+	(*NetworkMapEnvelope)(nil),             // 73: management.NetworkMapEnvelope
+	(*NetworkMapComponentsDelta)(nil),      // 74: management.NetworkMapComponentsDelta
+	(*NetworkMapComponentsFull)(nil),       // 75: management.NetworkMapComponentsFull
+	(*ProxyPatch)(nil),                     // 76: management.ProxyPatch
+	(*AccountSettingsCompact)(nil),         // 77: management.AccountSettingsCompact
+	(*AccountNetwork)(nil),                 // 78: management.AccountNetwork
+	(*PeerCompact)(nil),                    // 79: management.PeerCompact
+	(*PolicyCompact)(nil),                  // 80: management.PolicyCompact
+	(*ResourceCompact)(nil),                // 81: management.ResourceCompact
+	(*UserNameList)(nil),                   // 82: management.UserNameList
+	(*GroupCompact)(nil),                   // 83: management.GroupCompact
+	(*DNSSettingsCompact)(nil),             // 84: management.DNSSettingsCompact
+	(*RouteRaw)(nil),                       // 85: management.RouteRaw
+	(*NameServerGroupRaw)(nil),             // 86: management.NameServerGroupRaw
+	(*NetworkResourceRaw)(nil),             // 87: management.NetworkResourceRaw
+	(*NetworkRouterList)(nil),              // 88: management.NetworkRouterList
+	(*NetworkRouterEntry)(nil),             // 89: management.NetworkRouterEntry
+	(*PolicyIds)(nil),                      // 90: management.PolicyIds
+	(*UserIDList)(nil),                     // 91: management.UserIDList
+	(*PeerIndexSet)(nil),                   // 92: management.PeerIndexSet
+	nil,                                    // 93: management.SSHAuth.MachineUsersEntry
+	(*PortInfo_Range)(nil),                 // 94: management.PortInfo.Range
+	nil,                                    // 95: management.NetworkMapComponentsFull.RoutersMapEntry
+	nil,                                    // 96: management.NetworkMapComponentsFull.ResourcePoliciesMapEntry
+	nil,                                    // 97: management.NetworkMapComponentsFull.GroupIdToUserIdsEntry
+	nil,                                    // 98: management.NetworkMapComponentsFull.PostureFailedPeersEntry
+	nil,                                    // 99: management.PolicyCompact.AuthorizedGroupsEntry
+	(*timestamppb.Timestamp)(nil),          // 100: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 101: google.protobuf.Duration
 }
 var file_management_proto_depIdxs = []int32{
-	96,  // 0: management.ServerKeyResponse.expiresAt:type_name -> google.protobuf.Timestamp
-	14,  // 1: management.LoginRequest.meta:type_name -> management.PeerSystemMeta
-	13,  // 2: management.LoginRequest.peerKeys:type_name -> management.PeerKeys
-	17,  // 3: management.PeerSystemMeta.networkAddresses:type_name -> management.NetworkAddress
-	18,  // 4: management.PeerSystemMeta.environment:type_name -> management.Environment
-	19,  // 5: management.PeerSystemMeta.files:type_name -> management.File
-	20,  // 6: management.PeerSystemMeta.flags:type_name -> management.Flags
+	100, // 0: management.ServerKeyResponse.expiresAt:type_name -> google.protobuf.Timestamp
+	16,  // 1: management.LoginRequest.meta:type_name -> management.PeerSystemMeta
+	15,  // 2: management.LoginRequest.peerKeys:type_name -> management.PeerKeys
+	21,  // 3: management.PeerSystemMeta.networkAddresses:type_name -> management.NetworkAddress
+	22,  // 4: management.PeerSystemMeta.environment:type_name -> management.Environment
+	23,  // 5: management.PeerSystemMeta.files:type_name -> management.File
+	24,  // 6: management.PeerSystemMeta.flags:type_name -> management.Flags
 	0,   // 7: management.PeerSystemMeta.capabilities:type_name -> management.PeerCapability
-	15,  // 8: management.PeerSystemMeta.wiremeshConnections:type_name -> management.WiremeshConnections
-	16,  // 9: management.WiremeshConnections.connections:type_name -> management.WiremeshConnection
+	17,  // 8: management.PeerSystemMeta.wiremeshConnections:type_name -> management.WiremeshConnections
+	18,  // 9: management.WiremeshConnections.connections:type_name -> management.WiremeshConnection
 	6,   // 10: management.WiremeshConnection.type:type_name -> management.WiremeshConnection.Type
-	27,  // 11: management.LoginResponse.netbirdConfig:type_name -> management.NetbirdConfig
-	34,  // 12: management.LoginResponse.peerConfig:type_name -> management.PeerConfig
-	56,  // 13: management.LoginResponse.Checks:type_name -> management.Checks
-	96,  // 14: management.LoginResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
-	14,  // 15: management.SyncRequest.meta:type_name -> management.PeerSystemMeta
-	23,  // 16: management.SyncRequest.wiremeshCapabilities:type_name -> management.WiremeshCapabilities
-	39,  // 17: management.NetworkMapDelta.upsertPeers:type_name -> management.RemotePeerConfig
-	52,  // 18: management.NetworkMapDelta.addRules:type_name -> management.FirewallRule
-	52,  // 19: management.NetworkMapDelta.removeRules:type_name -> management.FirewallRule
-	14,  // 20: management.SyncMetaRequest.meta:type_name -> management.PeerSystemMeta
-	27,  // 21: management.SyncResponse.netbirdConfig:type_name -> management.NetbirdConfig
-	34,  // 22: management.SyncResponse.peerConfig:type_name -> management.PeerConfig
-	39,  // 23: management.SyncResponse.remotePeers:type_name -> management.RemotePeerConfig
-	36,  // 24: management.SyncResponse.NetworkMap:type_name -> management.NetworkMap
-	56,  // 25: management.SyncResponse.Checks:type_name -> management.Checks
-	96,  // 26: management.SyncResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
-	69,  // 27: management.SyncResponse.NetworkMapEnvelope:type_name -> management.NetworkMapEnvelope
-	24,  // 28: management.SyncResponse.wiremeshDelta:type_name -> management.NetworkMapDelta
-	28,  // 29: management.NetbirdConfig.stuns:type_name -> management.HostConfig
-	29,  // 30: management.NetbirdConfig.turns:type_name -> management.ProtectedHostConfig
-	28,  // 31: management.NetbirdConfig.signal:type_name -> management.HostConfig
-	30,  // 32: management.NetbirdConfig.relay:type_name -> management.RelayConfig
-	31,  // 33: management.NetbirdConfig.flow:type_name -> management.FlowConfig
-	32,  // 34: management.NetbirdConfig.metrics:type_name -> management.MetricsConfig
-	7,   // 35: management.HostConfig.protocol:type_name -> management.HostConfig.Protocol
-	28,  // 36: management.ProtectedHostConfig.hostConfig:type_name -> management.HostConfig
-	97,  // 37: management.FlowConfig.interval:type_name -> google.protobuf.Duration
-	40,  // 38: management.PeerConfig.sshConfig:type_name -> management.SSHConfig
-	35,  // 39: management.PeerConfig.autoUpdate:type_name -> management.AutoUpdateSettings
-	34,  // 40: management.NetworkMap.peerConfig:type_name -> management.PeerConfig
-	39,  // 41: management.NetworkMap.remotePeers:type_name -> management.RemotePeerConfig
-	46,  // 42: management.NetworkMap.Routes:type_name -> management.Route
-	47,  // 43: management.NetworkMap.DNSConfig:type_name -> management.DNSConfig
-	39,  // 44: management.NetworkMap.offlinePeers:type_name -> management.RemotePeerConfig
-	52,  // 45: management.NetworkMap.FirewallRules:type_name -> management.FirewallRule
-	54,  // 46: management.NetworkMap.routesFirewallRules:type_name -> management.RouteFirewallRule
-	55,  // 47: management.NetworkMap.forwardingRules:type_name -> management.ForwardingRule
-	37,  // 48: management.NetworkMap.sshAuth:type_name -> management.SSHAuth
-	89,  // 49: management.SSHAuth.machine_users:type_name -> management.SSHAuth.MachineUsersEntry
-	40,  // 50: management.RemotePeerConfig.sshConfig:type_name -> management.SSHConfig
-	33,  // 51: management.SSHConfig.jwtConfig:type_name -> management.JWTConfig
-	8,   // 52: management.DeviceAuthorizationFlow.Provider:type_name -> management.DeviceAuthorizationFlow.provider
-	45,  // 53: management.DeviceAuthorizationFlow.ProviderConfig:type_name -> management.ProviderConfig
-	45,  // 54: management.PKCEAuthorizationFlow.ProviderConfig:type_name -> management.ProviderConfig
-	50,  // 55: management.DNSConfig.NameServerGroups:type_name -> management.NameServerGroup
-	48,  // 56: management.DNSConfig.CustomZones:type_name -> management.CustomZone
-	49,  // 57: management.CustomZone.Records:type_name -> management.SimpleRecord
-	51,  // 58: management.NameServerGroup.NameServers:type_name -> management.NameServer
-	2,   // 59: management.FirewallRule.Direction:type_name -> management.RuleDirection
-	3,   // 60: management.FirewallRule.Action:type_name -> management.RuleAction
-	1,   // 61: management.FirewallRule.Protocol:type_name -> management.RuleProtocol
-	53,  // 62: management.FirewallRule.PortInfo:type_name -> management.PortInfo
-	90,  // 63: management.PortInfo.range:type_name -> management.PortInfo.Range
-	3,   // 64: management.RouteFirewallRule.action:type_name -> management.RuleAction
-	1,   // 65: management.RouteFirewallRule.protocol:type_name -> management.RuleProtocol
-	53,  // 66: management.RouteFirewallRule.portInfo:type_name -> management.PortInfo
-	1,   // 67: management.ForwardingRule.protocol:type_name -> management.RuleProtocol
-	53,  // 68: management.ForwardingRule.destinationPort:type_name -> management.PortInfo
-	53,  // 69: management.ForwardingRule.translatedPort:type_name -> management.PortInfo
-	14,  // 70: management.ExtendAuthSessionRequest.meta:type_name -> management.PeerSystemMeta
-	96,  // 71: management.ExtendAuthSessionResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
-	61,  // 72: management.JobRequest.bundle:type_name -> management.BundleParameters
-	4,   // 73: management.JobResponse.status:type_name -> management.JobStatus
-	62,  // 74: management.JobResponse.bundle:type_name -> management.BundleResult
-	5,   // 75: management.ExposeServiceRequest.protocol:type_name -> management.ExposeProtocol
-	71,  // 76: management.NetworkMapEnvelope.full:type_name -> management.NetworkMapComponentsFull
-	70,  // 77: management.NetworkMapEnvelope.delta:type_name -> management.NetworkMapComponentsDelta
-	34,  // 78: management.NetworkMapComponentsFull.peer_config:type_name -> management.PeerConfig
-	74,  // 79: management.NetworkMapComponentsFull.network:type_name -> management.AccountNetwork
-	73,  // 80: management.NetworkMapComponentsFull.account_settings:type_name -> management.AccountSettingsCompact
-	80,  // 81: management.NetworkMapComponentsFull.dns_settings:type_name -> management.DNSSettingsCompact
-	75,  // 82: management.NetworkMapComponentsFull.peers:type_name -> management.PeerCompact
-	76,  // 83: management.NetworkMapComponentsFull.policies:type_name -> management.PolicyCompact
-	79,  // 84: management.NetworkMapComponentsFull.groups:type_name -> management.GroupCompact
-	81,  // 85: management.NetworkMapComponentsFull.routes:type_name -> management.RouteRaw
-	82,  // 86: management.NetworkMapComponentsFull.nameserver_groups:type_name -> management.NameServerGroupRaw
-	49,  // 87: management.NetworkMapComponentsFull.all_dns_records:type_name -> management.SimpleRecord
-	48,  // 88: management.NetworkMapComponentsFull.account_zones:type_name -> management.CustomZone
-	83,  // 89: management.NetworkMapComponentsFull.network_resources:type_name -> management.NetworkResourceRaw
-	91,  // 90: management.NetworkMapComponentsFull.routers_map:type_name -> management.NetworkMapComponentsFull.RoutersMapEntry
-	92,  // 91: management.NetworkMapComponentsFull.resource_policies_map:type_name -> management.NetworkMapComponentsFull.ResourcePoliciesMapEntry
-	93,  // 92: management.NetworkMapComponentsFull.group_id_to_user_ids:type_name -> management.NetworkMapComponentsFull.GroupIdToUserIdsEntry
-	94,  // 93: management.NetworkMapComponentsFull.posture_failed_peers:type_name -> management.NetworkMapComponentsFull.PostureFailedPeersEntry
-	72,  // 94: management.NetworkMapComponentsFull.proxy_patch:type_name -> management.ProxyPatch
-	39,  // 95: management.ProxyPatch.peers:type_name -> management.RemotePeerConfig
-	39,  // 96: management.ProxyPatch.offline_peers:type_name -> management.RemotePeerConfig
-	52,  // 97: management.ProxyPatch.firewall_rules:type_name -> management.FirewallRule
-	46,  // 98: management.ProxyPatch.routes:type_name -> management.Route
-	54,  // 99: management.ProxyPatch.route_firewall_rules:type_name -> management.RouteFirewallRule
-	55,  // 100: management.ProxyPatch.forwarding_rules:type_name -> management.ForwardingRule
-	3,   // 101: management.PolicyCompact.action:type_name -> management.RuleAction
-	1,   // 102: management.PolicyCompact.protocol:type_name -> management.RuleProtocol
-	90,  // 103: management.PolicyCompact.port_ranges:type_name -> management.PortInfo.Range
-	95,  // 104: management.PolicyCompact.authorized_groups:type_name -> management.PolicyCompact.AuthorizedGroupsEntry
-	77,  // 105: management.PolicyCompact.source_resource:type_name -> management.ResourceCompact
-	77,  // 106: management.PolicyCompact.destination_resource:type_name -> management.ResourceCompact
-	51,  // 107: management.NameServerGroupRaw.nameservers:type_name -> management.NameServer
-	85,  // 108: management.NetworkRouterList.entries:type_name -> management.NetworkRouterEntry
-	38,  // 109: management.SSHAuth.MachineUsersEntry.value:type_name -> management.MachineUserIndexes
-	84,  // 110: management.NetworkMapComponentsFull.RoutersMapEntry.value:type_name -> management.NetworkRouterList
-	86,  // 111: management.NetworkMapComponentsFull.ResourcePoliciesMapEntry.value:type_name -> management.PolicyIds
-	87,  // 112: management.NetworkMapComponentsFull.GroupIdToUserIdsEntry.value:type_name -> management.UserIDList
-	88,  // 113: management.NetworkMapComponentsFull.PostureFailedPeersEntry.value:type_name -> management.PeerIndexSet
-	78,  // 114: management.PolicyCompact.AuthorizedGroupsEntry.value:type_name -> management.UserNameList
-	9,   // 115: management.ManagementService.Login:input_type -> management.EncryptedMessage
-	9,   // 116: management.ManagementService.Sync:input_type -> management.EncryptedMessage
-	11,  // 117: management.ManagementService.GetServerKey:input_type -> management.Empty
-	11,  // 118: management.ManagementService.isHealthy:input_type -> management.Empty
-	9,   // 119: management.ManagementService.GetDeviceAuthorizationFlow:input_type -> management.EncryptedMessage
-	9,   // 120: management.ManagementService.GetPKCEAuthorizationFlow:input_type -> management.EncryptedMessage
-	9,   // 121: management.ManagementService.SyncMeta:input_type -> management.EncryptedMessage
-	9,   // 122: management.ManagementService.Logout:input_type -> management.EncryptedMessage
-	9,   // 123: management.ManagementService.Job:input_type -> management.EncryptedMessage
-	9,   // 124: management.ManagementService.CreateExpose:input_type -> management.EncryptedMessage
-	9,   // 125: management.ManagementService.RenewExpose:input_type -> management.EncryptedMessage
-	9,   // 126: management.ManagementService.StopExpose:input_type -> management.EncryptedMessage
-	9,   // 127: management.ManagementService.ExtendAuthSession:input_type -> management.EncryptedMessage
-	9,   // 128: management.ManagementService.Login:output_type -> management.EncryptedMessage
-	9,   // 129: management.ManagementService.Sync:output_type -> management.EncryptedMessage
-	10,  // 130: management.ManagementService.GetServerKey:output_type -> management.ServerKeyResponse
-	11,  // 131: management.ManagementService.isHealthy:output_type -> management.Empty
-	9,   // 132: management.ManagementService.GetDeviceAuthorizationFlow:output_type -> management.EncryptedMessage
-	9,   // 133: management.ManagementService.GetPKCEAuthorizationFlow:output_type -> management.EncryptedMessage
-	11,  // 134: management.ManagementService.SyncMeta:output_type -> management.Empty
-	11,  // 135: management.ManagementService.Logout:output_type -> management.Empty
-	9,   // 136: management.ManagementService.Job:output_type -> management.EncryptedMessage
-	9,   // 137: management.ManagementService.CreateExpose:output_type -> management.EncryptedMessage
-	9,   // 138: management.ManagementService.RenewExpose:output_type -> management.EncryptedMessage
-	9,   // 139: management.ManagementService.StopExpose:output_type -> management.EncryptedMessage
-	9,   // 140: management.ManagementService.ExtendAuthSession:output_type -> management.EncryptedMessage
-	128, // [128:141] is the sub-list for method output_type
-	115, // [115:128] is the sub-list for method input_type
-	115, // [115:115] is the sub-list for extension type_name
-	115, // [115:115] is the sub-list for extension extendee
-	0,   // [0:115] is the sub-list for field type_name
+	20,  // 11: management.WiremeshSSHEventsRequest.events:type_name -> management.WiremeshSSHEvent
+	7,   // 12: management.WiremeshSSHEvent.type:type_name -> management.WiremeshSSHEvent.Type
+	8,   // 13: management.WiremeshSSHEvent.kind:type_name -> management.WiremeshSSHEvent.Kind
+	100, // 14: management.WiremeshSSHEvent.at:type_name -> google.protobuf.Timestamp
+	31,  // 15: management.LoginResponse.netbirdConfig:type_name -> management.NetbirdConfig
+	38,  // 16: management.LoginResponse.peerConfig:type_name -> management.PeerConfig
+	60,  // 17: management.LoginResponse.Checks:type_name -> management.Checks
+	100, // 18: management.LoginResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
+	16,  // 19: management.SyncRequest.meta:type_name -> management.PeerSystemMeta
+	27,  // 20: management.SyncRequest.wiremeshCapabilities:type_name -> management.WiremeshCapabilities
+	43,  // 21: management.NetworkMapDelta.upsertPeers:type_name -> management.RemotePeerConfig
+	56,  // 22: management.NetworkMapDelta.addRules:type_name -> management.FirewallRule
+	56,  // 23: management.NetworkMapDelta.removeRules:type_name -> management.FirewallRule
+	16,  // 24: management.SyncMetaRequest.meta:type_name -> management.PeerSystemMeta
+	31,  // 25: management.SyncResponse.netbirdConfig:type_name -> management.NetbirdConfig
+	38,  // 26: management.SyncResponse.peerConfig:type_name -> management.PeerConfig
+	43,  // 27: management.SyncResponse.remotePeers:type_name -> management.RemotePeerConfig
+	40,  // 28: management.SyncResponse.NetworkMap:type_name -> management.NetworkMap
+	60,  // 29: management.SyncResponse.Checks:type_name -> management.Checks
+	100, // 30: management.SyncResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
+	73,  // 31: management.SyncResponse.NetworkMapEnvelope:type_name -> management.NetworkMapEnvelope
+	28,  // 32: management.SyncResponse.wiremeshDelta:type_name -> management.NetworkMapDelta
+	32,  // 33: management.NetbirdConfig.stuns:type_name -> management.HostConfig
+	33,  // 34: management.NetbirdConfig.turns:type_name -> management.ProtectedHostConfig
+	32,  // 35: management.NetbirdConfig.signal:type_name -> management.HostConfig
+	34,  // 36: management.NetbirdConfig.relay:type_name -> management.RelayConfig
+	35,  // 37: management.NetbirdConfig.flow:type_name -> management.FlowConfig
+	36,  // 38: management.NetbirdConfig.metrics:type_name -> management.MetricsConfig
+	9,   // 39: management.HostConfig.protocol:type_name -> management.HostConfig.Protocol
+	32,  // 40: management.ProtectedHostConfig.hostConfig:type_name -> management.HostConfig
+	101, // 41: management.FlowConfig.interval:type_name -> google.protobuf.Duration
+	44,  // 42: management.PeerConfig.sshConfig:type_name -> management.SSHConfig
+	39,  // 43: management.PeerConfig.autoUpdate:type_name -> management.AutoUpdateSettings
+	38,  // 44: management.NetworkMap.peerConfig:type_name -> management.PeerConfig
+	43,  // 45: management.NetworkMap.remotePeers:type_name -> management.RemotePeerConfig
+	50,  // 46: management.NetworkMap.Routes:type_name -> management.Route
+	51,  // 47: management.NetworkMap.DNSConfig:type_name -> management.DNSConfig
+	43,  // 48: management.NetworkMap.offlinePeers:type_name -> management.RemotePeerConfig
+	56,  // 49: management.NetworkMap.FirewallRules:type_name -> management.FirewallRule
+	58,  // 50: management.NetworkMap.routesFirewallRules:type_name -> management.RouteFirewallRule
+	59,  // 51: management.NetworkMap.forwardingRules:type_name -> management.ForwardingRule
+	41,  // 52: management.NetworkMap.sshAuth:type_name -> management.SSHAuth
+	93,  // 53: management.SSHAuth.machine_users:type_name -> management.SSHAuth.MachineUsersEntry
+	44,  // 54: management.RemotePeerConfig.sshConfig:type_name -> management.SSHConfig
+	37,  // 55: management.SSHConfig.jwtConfig:type_name -> management.JWTConfig
+	10,  // 56: management.DeviceAuthorizationFlow.Provider:type_name -> management.DeviceAuthorizationFlow.provider
+	49,  // 57: management.DeviceAuthorizationFlow.ProviderConfig:type_name -> management.ProviderConfig
+	49,  // 58: management.PKCEAuthorizationFlow.ProviderConfig:type_name -> management.ProviderConfig
+	54,  // 59: management.DNSConfig.NameServerGroups:type_name -> management.NameServerGroup
+	52,  // 60: management.DNSConfig.CustomZones:type_name -> management.CustomZone
+	53,  // 61: management.CustomZone.Records:type_name -> management.SimpleRecord
+	55,  // 62: management.NameServerGroup.NameServers:type_name -> management.NameServer
+	2,   // 63: management.FirewallRule.Direction:type_name -> management.RuleDirection
+	3,   // 64: management.FirewallRule.Action:type_name -> management.RuleAction
+	1,   // 65: management.FirewallRule.Protocol:type_name -> management.RuleProtocol
+	57,  // 66: management.FirewallRule.PortInfo:type_name -> management.PortInfo
+	94,  // 67: management.PortInfo.range:type_name -> management.PortInfo.Range
+	3,   // 68: management.RouteFirewallRule.action:type_name -> management.RuleAction
+	1,   // 69: management.RouteFirewallRule.protocol:type_name -> management.RuleProtocol
+	57,  // 70: management.RouteFirewallRule.portInfo:type_name -> management.PortInfo
+	1,   // 71: management.ForwardingRule.protocol:type_name -> management.RuleProtocol
+	57,  // 72: management.ForwardingRule.destinationPort:type_name -> management.PortInfo
+	57,  // 73: management.ForwardingRule.translatedPort:type_name -> management.PortInfo
+	16,  // 74: management.ExtendAuthSessionRequest.meta:type_name -> management.PeerSystemMeta
+	100, // 75: management.ExtendAuthSessionResponse.sessionExpiresAt:type_name -> google.protobuf.Timestamp
+	65,  // 76: management.JobRequest.bundle:type_name -> management.BundleParameters
+	4,   // 77: management.JobResponse.status:type_name -> management.JobStatus
+	66,  // 78: management.JobResponse.bundle:type_name -> management.BundleResult
+	5,   // 79: management.ExposeServiceRequest.protocol:type_name -> management.ExposeProtocol
+	75,  // 80: management.NetworkMapEnvelope.full:type_name -> management.NetworkMapComponentsFull
+	74,  // 81: management.NetworkMapEnvelope.delta:type_name -> management.NetworkMapComponentsDelta
+	38,  // 82: management.NetworkMapComponentsFull.peer_config:type_name -> management.PeerConfig
+	78,  // 83: management.NetworkMapComponentsFull.network:type_name -> management.AccountNetwork
+	77,  // 84: management.NetworkMapComponentsFull.account_settings:type_name -> management.AccountSettingsCompact
+	84,  // 85: management.NetworkMapComponentsFull.dns_settings:type_name -> management.DNSSettingsCompact
+	79,  // 86: management.NetworkMapComponentsFull.peers:type_name -> management.PeerCompact
+	80,  // 87: management.NetworkMapComponentsFull.policies:type_name -> management.PolicyCompact
+	83,  // 88: management.NetworkMapComponentsFull.groups:type_name -> management.GroupCompact
+	85,  // 89: management.NetworkMapComponentsFull.routes:type_name -> management.RouteRaw
+	86,  // 90: management.NetworkMapComponentsFull.nameserver_groups:type_name -> management.NameServerGroupRaw
+	53,  // 91: management.NetworkMapComponentsFull.all_dns_records:type_name -> management.SimpleRecord
+	52,  // 92: management.NetworkMapComponentsFull.account_zones:type_name -> management.CustomZone
+	87,  // 93: management.NetworkMapComponentsFull.network_resources:type_name -> management.NetworkResourceRaw
+	95,  // 94: management.NetworkMapComponentsFull.routers_map:type_name -> management.NetworkMapComponentsFull.RoutersMapEntry
+	96,  // 95: management.NetworkMapComponentsFull.resource_policies_map:type_name -> management.NetworkMapComponentsFull.ResourcePoliciesMapEntry
+	97,  // 96: management.NetworkMapComponentsFull.group_id_to_user_ids:type_name -> management.NetworkMapComponentsFull.GroupIdToUserIdsEntry
+	98,  // 97: management.NetworkMapComponentsFull.posture_failed_peers:type_name -> management.NetworkMapComponentsFull.PostureFailedPeersEntry
+	76,  // 98: management.NetworkMapComponentsFull.proxy_patch:type_name -> management.ProxyPatch
+	43,  // 99: management.ProxyPatch.peers:type_name -> management.RemotePeerConfig
+	43,  // 100: management.ProxyPatch.offline_peers:type_name -> management.RemotePeerConfig
+	56,  // 101: management.ProxyPatch.firewall_rules:type_name -> management.FirewallRule
+	50,  // 102: management.ProxyPatch.routes:type_name -> management.Route
+	58,  // 103: management.ProxyPatch.route_firewall_rules:type_name -> management.RouteFirewallRule
+	59,  // 104: management.ProxyPatch.forwarding_rules:type_name -> management.ForwardingRule
+	3,   // 105: management.PolicyCompact.action:type_name -> management.RuleAction
+	1,   // 106: management.PolicyCompact.protocol:type_name -> management.RuleProtocol
+	94,  // 107: management.PolicyCompact.port_ranges:type_name -> management.PortInfo.Range
+	99,  // 108: management.PolicyCompact.authorized_groups:type_name -> management.PolicyCompact.AuthorizedGroupsEntry
+	81,  // 109: management.PolicyCompact.source_resource:type_name -> management.ResourceCompact
+	81,  // 110: management.PolicyCompact.destination_resource:type_name -> management.ResourceCompact
+	55,  // 111: management.NameServerGroupRaw.nameservers:type_name -> management.NameServer
+	89,  // 112: management.NetworkRouterList.entries:type_name -> management.NetworkRouterEntry
+	42,  // 113: management.SSHAuth.MachineUsersEntry.value:type_name -> management.MachineUserIndexes
+	88,  // 114: management.NetworkMapComponentsFull.RoutersMapEntry.value:type_name -> management.NetworkRouterList
+	90,  // 115: management.NetworkMapComponentsFull.ResourcePoliciesMapEntry.value:type_name -> management.PolicyIds
+	91,  // 116: management.NetworkMapComponentsFull.GroupIdToUserIdsEntry.value:type_name -> management.UserIDList
+	92,  // 117: management.NetworkMapComponentsFull.PostureFailedPeersEntry.value:type_name -> management.PeerIndexSet
+	82,  // 118: management.PolicyCompact.AuthorizedGroupsEntry.value:type_name -> management.UserNameList
+	11,  // 119: management.ManagementService.Login:input_type -> management.EncryptedMessage
+	11,  // 120: management.ManagementService.Sync:input_type -> management.EncryptedMessage
+	13,  // 121: management.ManagementService.GetServerKey:input_type -> management.Empty
+	13,  // 122: management.ManagementService.isHealthy:input_type -> management.Empty
+	11,  // 123: management.ManagementService.GetDeviceAuthorizationFlow:input_type -> management.EncryptedMessage
+	11,  // 124: management.ManagementService.GetPKCEAuthorizationFlow:input_type -> management.EncryptedMessage
+	11,  // 125: management.ManagementService.SyncMeta:input_type -> management.EncryptedMessage
+	11,  // 126: management.ManagementService.Logout:input_type -> management.EncryptedMessage
+	11,  // 127: management.ManagementService.Job:input_type -> management.EncryptedMessage
+	11,  // 128: management.ManagementService.CreateExpose:input_type -> management.EncryptedMessage
+	11,  // 129: management.ManagementService.RenewExpose:input_type -> management.EncryptedMessage
+	11,  // 130: management.ManagementService.StopExpose:input_type -> management.EncryptedMessage
+	11,  // 131: management.ManagementService.ExtendAuthSession:input_type -> management.EncryptedMessage
+	11,  // 132: management.ManagementService.WiremeshSSHEvents:input_type -> management.EncryptedMessage
+	11,  // 133: management.ManagementService.Login:output_type -> management.EncryptedMessage
+	11,  // 134: management.ManagementService.Sync:output_type -> management.EncryptedMessage
+	12,  // 135: management.ManagementService.GetServerKey:output_type -> management.ServerKeyResponse
+	13,  // 136: management.ManagementService.isHealthy:output_type -> management.Empty
+	11,  // 137: management.ManagementService.GetDeviceAuthorizationFlow:output_type -> management.EncryptedMessage
+	11,  // 138: management.ManagementService.GetPKCEAuthorizationFlow:output_type -> management.EncryptedMessage
+	13,  // 139: management.ManagementService.SyncMeta:output_type -> management.Empty
+	13,  // 140: management.ManagementService.Logout:output_type -> management.Empty
+	11,  // 141: management.ManagementService.Job:output_type -> management.EncryptedMessage
+	11,  // 142: management.ManagementService.CreateExpose:output_type -> management.EncryptedMessage
+	11,  // 143: management.ManagementService.RenewExpose:output_type -> management.EncryptedMessage
+	11,  // 144: management.ManagementService.StopExpose:output_type -> management.EncryptedMessage
+	11,  // 145: management.ManagementService.ExtendAuthSession:output_type -> management.EncryptedMessage
+	13,  // 146: management.ManagementService.WiremeshSSHEvents:output_type -> management.Empty
+	133, // [133:147] is the sub-list for method output_type
+	119, // [119:133] is the sub-list for method input_type
+	119, // [119:119] is the sub-list for extension type_name
+	119, // [119:119] is the sub-list for extension extendee
+	0,   // [0:119] is the sub-list for field type_name
 }
 
 func init() { file_management_proto_init() }
@@ -7397,17 +7741,17 @@ func file_management_proto_init() {
 	if File_management_proto != nil {
 		return
 	}
-	file_management_proto_msgTypes[44].OneofWrappers = []any{
+	file_management_proto_msgTypes[46].OneofWrappers = []any{
 		(*PortInfo_Port)(nil),
 		(*PortInfo_Range_)(nil),
 	}
-	file_management_proto_msgTypes[50].OneofWrappers = []any{
+	file_management_proto_msgTypes[52].OneofWrappers = []any{
 		(*JobRequest_Bundle)(nil),
 	}
-	file_management_proto_msgTypes[51].OneofWrappers = []any{
+	file_management_proto_msgTypes[53].OneofWrappers = []any{
 		(*JobResponse_Bundle)(nil),
 	}
-	file_management_proto_msgTypes[60].OneofWrappers = []any{
+	file_management_proto_msgTypes[62].OneofWrappers = []any{
 		(*NetworkMapEnvelope_Full)(nil),
 		(*NetworkMapEnvelope_Delta)(nil),
 	}
@@ -7416,8 +7760,8 @@ func file_management_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_management_proto_rawDesc), len(file_management_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   87,
+			NumEnums:      11,
+			NumMessages:   89,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

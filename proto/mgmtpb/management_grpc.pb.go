@@ -37,6 +37,7 @@ const (
 	ManagementService_RenewExpose_FullMethodName                = "/management.ManagementService/RenewExpose"
 	ManagementService_StopExpose_FullMethodName                 = "/management.ManagementService/StopExpose"
 	ManagementService_ExtendAuthSession_FullMethodName          = "/management.ManagementService/ExtendAuthSession"
+	ManagementService_WiremeshSSHEvents_FullMethodName          = "/management.ManagementService/WiremeshSSHEvents"
 )
 
 // ManagementServiceClient is the client API for ManagementService service.
@@ -56,6 +57,11 @@ type ManagementServiceClient interface {
 	RenewExpose(ctx context.Context, in *EncryptedMessage, opts ...grpc.CallOption) (*EncryptedMessage, error)
 	StopExpose(ctx context.Context, in *EncryptedMessage, opts ...grpc.CallOption) (*EncryptedMessage, error)
 	ExtendAuthSession(ctx context.Context, in *EncryptedMessage, opts ...grpc.CallOption) (*EncryptedMessage, error)
+	// wiremesh extension (docs/extensions.md): our agents report access to
+	// their SSH server, for the activity log. The body is a sealed
+	// WiremeshSSHEventsRequest. Official clients never call it; a NetBird
+	// server answers Unimplemented, which our agent takes for "not supported".
+	WiremeshSSHEvents(ctx context.Context, in *EncryptedMessage, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type managementServiceClient struct {
@@ -208,6 +214,16 @@ func (c *managementServiceClient) ExtendAuthSession(ctx context.Context, in *Enc
 	return out, nil
 }
 
+func (c *managementServiceClient) WiremeshSSHEvents(ctx context.Context, in *EncryptedMessage, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, ManagementService_WiremeshSSHEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ManagementServiceServer is the server API for ManagementService service.
 // All implementations must embed UnimplementedManagementServiceServer
 // for forward compatibility.
@@ -225,6 +241,11 @@ type ManagementServiceServer interface {
 	RenewExpose(context.Context, *EncryptedMessage) (*EncryptedMessage, error)
 	StopExpose(context.Context, *EncryptedMessage) (*EncryptedMessage, error)
 	ExtendAuthSession(context.Context, *EncryptedMessage) (*EncryptedMessage, error)
+	// wiremesh extension (docs/extensions.md): our agents report access to
+	// their SSH server, for the activity log. The body is a sealed
+	// WiremeshSSHEventsRequest. Official clients never call it; a NetBird
+	// server answers Unimplemented, which our agent takes for "not supported".
+	WiremeshSSHEvents(context.Context, *EncryptedMessage) (*Empty, error)
 	mustEmbedUnimplementedManagementServiceServer()
 }
 
@@ -273,6 +294,9 @@ func (UnimplementedManagementServiceServer) StopExpose(context.Context, *Encrypt
 }
 func (UnimplementedManagementServiceServer) ExtendAuthSession(context.Context, *EncryptedMessage) (*EncryptedMessage, error) {
 	return nil, status.Error(codes.Unimplemented, "method ExtendAuthSession not implemented")
+}
+func (UnimplementedManagementServiceServer) WiremeshSSHEvents(context.Context, *EncryptedMessage) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method WiremeshSSHEvents not implemented")
 }
 func (UnimplementedManagementServiceServer) mustEmbedUnimplementedManagementServiceServer() {}
 func (UnimplementedManagementServiceServer) testEmbeddedByValue()                           {}
@@ -511,6 +535,24 @@ func _ManagementService_ExtendAuthSession_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ManagementService_WiremeshSSHEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EncryptedMessage)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServiceServer).WiremeshSSHEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManagementService_WiremeshSSHEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServiceServer).WiremeshSSHEvents(ctx, req.(*EncryptedMessage))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ManagementService_ServiceDesc is the grpc.ServiceDesc for ManagementService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -561,6 +603,10 @@ var ManagementService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ExtendAuthSession",
 			Handler:    _ManagementService_ExtendAuthSession_Handler,
+		},
+		{
+			MethodName: "WiremeshSSHEvents",
+			Handler:    _ManagementService_WiremeshSSHEvents_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -119,7 +119,8 @@ func plain(err error) error {
 
 type upFlags struct {
 	foreground, noBrowser, disableDNS, disableFirewall, allowSSH, sshRoot, trustNewKey bool
-	sshLocalForward, sshRemoteForward                                                  bool
+	disableIPv6                                                                        bool
+	sshLocalForward, sshRemoteForward, disableSSHAuth                                  bool
 	exitNodeBlockLAN                                                                   bool
 	disableClientRoutes, disableServerRoutes, blockLANAccess                           bool
 	iface, profile, exitNode                                                           string
@@ -137,11 +138,13 @@ func upCmd(g *globals) *cobra.Command {
 	fl.IntVar(&f.mtu, "mtu", state.DefaultMTU, "interface MTU")
 	fl.BoolVar(&f.noBrowser, "no-browser", false, "do not open a browser for SSO: print a URL and a code to use on another device")
 	fl.BoolVar(&f.disableDNS, "disable-dns", false, "do not manage the system resolver")
+	fl.BoolVar(&f.disableIPv6, "disable-ipv6", false, "take no address on the IPv6 overlay, even where management offers one (remembered in the profile)")
 	fl.BoolVar(&f.disableFirewall, "disable-firewall", false, "do not install the peer firewall (accepted)")
 	fl.BoolVar(&f.allowSSH, "allow-server-ssh", false, "run the SSH server on the overlay address when management enables SSH for this peer (remembered in the profile)")
 	fl.BoolVar(&f.sshRoot, "enable-ssh-root", false, "let SSH clients log in as root (remembered in the profile)")
 	fl.BoolVar(&f.sshLocalForward, "enable-ssh-local-port-forwarding", false, "let SSH clients forward local ports through this peer, ssh -L (remembered in the profile)")
 	fl.BoolVar(&f.sshRemoteForward, "enable-ssh-remote-port-forwarding", false, "let SSH clients listen on this peer's loopback, ssh -R (remembered in the profile)")
+	fl.BoolVar(&f.disableSSHAuth, "disable-ssh-auth", false, "take no identity-provider tokens on this peer's SSH server: peers log in with their keys only, NetBird's clients too (remembered in the profile)")
 	fl.StringSliceVar(&f.dnsLabels, "extra-dns-labels", nil, "extra DNS labels (accepted)")
 	fl.StringVar(&f.profile, "profile", "", "profile to connect (selects it; see netbird profile list)")
 	fl.StringVar(&f.exitNode, "exit-node", "", "send internet traffic through this exit node (its ID in netbird networks ls); other exit nodes are deselected")
@@ -202,6 +205,9 @@ func upDaemon(ctx context.Context, g *globals, f upFlags, setupKey string, chang
 	if changed("disable-dns") {
 		req.DisableDns = &f.disableDNS
 	}
+	if changed("disable-ipv6") {
+		req.DisableIpv6 = &f.disableIPv6
+	}
 	if changed("exit-node-block-lan") {
 		req.ExitNodeBlockLan = &f.exitNodeBlockLAN
 	}
@@ -225,6 +231,9 @@ func upDaemon(ctx context.Context, g *globals, f upFlags, setupKey string, chang
 	}
 	if changed("enable-ssh-remote-port-forwarding") {
 		req.EnableSSHRemotePortForwarding = &f.sshRemoteForward
+	}
+	if changed("disable-ssh-auth") {
+		req.DisableSSHAuth = &f.disableSSHAuth
 	}
 	if err := loginDaemon(ctx, c, req, f.noBrowser); err != nil {
 		return err
@@ -283,6 +292,9 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 	if changed("disable-dns") {
 		cfg.DisableDNS = f.disableDNS
 	}
+	if changed("disable-ipv6") {
+		cfg.DisableIPv6 = f.disableIPv6
+	}
 	if changed("exit-node-block-lan") {
 		cfg.ExitNodeBlockLAN = f.exitNodeBlockLAN
 	}
@@ -307,6 +319,9 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 	if changed("enable-ssh-remote-port-forwarding") {
 		cfg.EnableSSHRemotePortForwarding = f.sshRemoteForward
 	}
+	if changed("disable-ssh-auth") {
+		cfg.DisableSSHAuth = f.disableSSHAuth
+	}
 	t, err := mgmtclient.ParseURL(cfg.ManagementURL)
 	if err != nil {
 		return err
@@ -324,12 +339,12 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 	fatal := make(chan error, 1)
 	e, err := engine.Start(ctx, engine.Options{Management: t, Private: cfg.Key(), SetupKey: setupKey, Hostname: cfg.Hostname,
 		Interface: cfg.InterfaceName, WGPort: cfg.WireguardPort, MTU: cfg.MTU, Version: version.Wire(), Log: log,
-		DisableDNS: cfg.DisableDNS, ResolvConf: daemon.ResolvConf(state.Dir()), StateDir: state.Dir(), Firewall: os.Getenv("NB_FIREWALL"),
+		DisableDNS: cfg.DisableDNS, DisableIPv6: cfg.DisableIPv6, ResolvConf: daemon.ResolvConf(state.Dir()), StateDir: state.Dir(), Firewall: os.Getenv("NB_FIREWALL"),
 		RouteSelection: engine.RouteSelection(cfg.Routes), ExitNodeLAN: !cfg.ExitNodeBlockLAN,
 		DisableClientRoutes: cfg.DisableClientRoutes, DisableServerRoutes: cfg.DisableServerRoutes, BlockLANAccess: cfg.BlockLANAccess,
 		AllowServerSSH: cfg.ServerSSHAllowed, AllowSSHRoot: cfg.EnableSSHRoot,
-		AllowSSHLocalForwarding: cfg.EnableSSHLocalPortForwarding, AllowSSHRemoteForwarding: cfg.EnableSSHRemotePortForwarding,
-		ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true", KernelWG: os.Getenv("NB_WG_KERNEL") == "true",
+		AllowSSHLocalForwarding: cfg.EnableSSHLocalPortForwarding, AllowSSHRemoteForwarding: cfg.EnableSSHRemotePortForwarding, SSHKey: cfg.RotatedSSHKey(),
+		DisableSSHAuth: cfg.DisableSSHAuth, ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true", KernelWG: os.Getenv("NB_WG_KERNEL") == "true",
 		OnFatal: func(err error) { fatal <- err },
 		Bundle: &debugbundle.Source{Version: "netbird " + version.String(), Level: level, LogFile: logFileOf(g), Stacks: true,
 			Profile: func() (state.Config, error) { return state.Load(g.configPath()) }}})

@@ -36,6 +36,7 @@ type sshFlags struct {
 	user          string
 	tty, noTTY    bool
 	noCommand     bool
+	noBrowser     bool
 	local, remote []string
 }
 
@@ -53,7 +54,7 @@ func sshCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().SetInterspersed(false) // flags after the peer belong to the command
-	cmd.AddCommand(sshHelperCmds(g)...)
+	cmd.AddCommand(append(sshHelperCmds(g), sshRotateKeyCmd(g))...)
 	fl := cmd.Flags()
 	fl.IntVarP(&f.port, "port", "p", sshserver.Port, "the peer's SSH port")
 	fl.StringVarP(&f.user, "user", "u", "", "remote Unix user (default: user@ in the target, else your own user name)")
@@ -62,6 +63,7 @@ func sshCmd(g *globals) *cobra.Command {
 	fl.BoolVarP(&f.noTTY, "no-tty", "T", false, "never ask for a pseudo-terminal")
 	fl.BoolVarP(&f.noCommand, "no-command", "N", false, "run nothing: only forward ports (-L/-R)")
 	fl.StringArrayVarP(&f.local, "local-forward", "L", nil, "[bind_address:]port:host:hostport: carry local connections to host:hostport as seen from the peer")
+	fl.BoolVar(&f.noBrowser, "no-browser", false, "for a peer that asks for a login token (NetBird's agents): print the login URL instead of opening a browser")
 	fl.StringArrayVarP(&f.remote, "remote-forward", "R", nil, "[bind_address:]port:host:hostport: the peer listens (on its loopback by default) and connections come to host:hostport here")
 	return cmd
 }
@@ -138,7 +140,7 @@ func runSSH(ctx context.Context, g *globals, f sshFlags, target, command string)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
 	defer stop()
 	addr := net.JoinHostPort(t.ip, strconv.Itoa(f.port))
-	client, err := sshclient.Dial(ctx, addr, userName, signer, t.hostKey)
+	client, err := sshclient.DialWithToken(ctx, addr, userName, signer, t.hostKey, sshToken(g.configPath(), f.noBrowser, t.name, t.ip, os.Stderr))
 	if err != nil {
 		return fmt.Errorf("ssh %s@%s (%s): %w", userName, t.name, addr, err)
 	}
@@ -220,8 +222,9 @@ func defaultSSHUser(uid int, sudoUser string, current func() (*user.User, error)
 	return u.Username, nil
 }
 
-// ownSSHKey is this peer's SSH key, derived from the profile's
-// WireGuard key (what its agent reports to management).
+// ownSSHKey is this peer's SSH key, as its agent reports it to
+// management: the profile's rotated key, else the one derived from its
+// WireGuard key.
 func ownSSHKey(path string) (ssh.Signer, error) {
 	cfg, err := state.Load(path)
 	if errors.Is(err, fs.ErrPermission) {
@@ -233,7 +236,11 @@ func ownSSHKey(path string) (ssh.Signer, error) {
 	if cfg.PrivateKey == "" {
 		return nil, fmt.Errorf("this profile (%s) has no key yet: run `netbird up` first", path)
 	}
-	return sshserver.HostKey(cfg.Key())
+	k, err := sshserver.AgentKey(cfg.Key(), cfg.RotatedSSHKey())
+	if err != nil {
+		return nil, err
+	}
+	return sshserver.Signer(k)
 }
 
 // sshHelperCmds are what the Host blocks of `netbird ssh-config` run:
@@ -358,7 +365,7 @@ func writeIdentity(profile, path string) error {
 	if cfg.PrivateKey == "" {
 		return fmt.Errorf("this profile (%s) has no key yet: run `netbird up` first", profile)
 	}
-	pk, err := sshserver.PrivateKey(cfg.Key())
+	pk, err := sshserver.AgentKey(cfg.Key(), cfg.RotatedSSHKey())
 	if err != nil {
 		return err
 	}

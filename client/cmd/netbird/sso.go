@@ -85,7 +85,7 @@ func loginDaemon(ctx context.Context, c daemonpb.DaemonServiceClient, req *daemo
 // ssoForeground logs in through SSO in this process when the server does
 // not accept the peer as it is (new, or its login expired).
 func ssoForeground(ctx context.Context, t mgmtclient.Target, cfg state.Config, noBrowser bool, log *slog.Logger) error {
-	_, err := engine.Login(ctx, t, cfg.Key(), "", cfg.Hostname, version.Wire(), log)
+	_, err := engine.Login(ctx, t, cfg.Key(), cfg.RotatedSSHKey(), "", cfg.Hostname, version.Wire(), cfg.DisableIPv6, log)
 	if !errors.Is(err, mgmtclient.ErrNeedsLogin) {
 		return err
 	}
@@ -100,7 +100,7 @@ func ssoForeground(ctx context.Context, t mgmtclient.Target, cfg state.Config, n
 	if err != nil {
 		return err
 	}
-	if _, err := engine.LoginJWT(ctx, t, cfg.Key(), tok.JWT, cfg.Hostname, version.Wire(), log); err != nil {
+	if _, err := engine.LoginJWT(ctx, t, cfg.Key(), cfg.RotatedSSHKey(), tok.JWT, cfg.Hostname, version.Wire(), cfg.DisableIPv6, log); err != nil {
 		return err
 	}
 	if tok.Email != "" {

@@ -24,6 +24,10 @@ const descriptions: Record<string, string> = {
   "peer.inactivity.expiration.disable": "Inactivity expiration turned off for a peer",
   "peer.ip.update": "Address of a peer changed",
   "peer.job.create": "Remote job started on a peer",
+  "peer.ssh.session.start": "SSH session to a peer started",
+  "peer.ssh.session.end": "SSH session to a peer ended",
+  "peer.ssh.session.refused": "SSH access to a peer refused",
+  "peer.ssh.events.dropped": "SSH events lost by a peer (its queue was full)",
   // Users
   "user.join": "User joined the account",
   "user.invite": "User invited",
@@ -70,6 +74,8 @@ const descriptions: Record<string, string> = {
   "account.settings.auto.version.update": "Client auto-update version changed",
   "account.setting.local.mfa.enable": "Second factor for local users turned on",
   "account.setting.local.mfa.disable": "Second factor for local users turned off",
+  "account.setting.ipv6.enable": "IPv6 overlay turned on",
+  "account.setting.ipv6.disable": "IPv6 overlay turned off",
   "account.domain.claim": "Domain claimed by the account",
   "account.settings.update": "Account settings changed",
   // Access control

@@ -1,0 +1,18 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// sshAuditEvery is how often queued SSH events are sent: a session shows
+// in the activity log about a second after it starts.
+const sshAuditEvery = time.Second
+
+// reportSSH sends the SSH server's events to management until ctx ends
+// (client/sshaudit). Events still queued then are lost with the run.
+func (e *Engine) reportSSH(ctx context.Context) {
+	t := time.NewTicker(sshAuditEvery)
+	defer t.Stop()
+	e.audit.Run(ctx, t.C)
+}
