@@ -61,8 +61,11 @@ func TestDNSManaged(t *testing.T) {
 	if d := m.dig(a, ipA, "nosuch."+domain, "A"); d.Rcode != "NXDOMAIN" {
 		t.Errorf("a name in the peers' zone that no peer has: %q, want NXDOMAIN\n%s", d.Rcode, d.Raw)
 	}
-	if d := m.dig(a, ipA, sb.FQDN, "AAAA"); d.Rcode != "NOERROR" || len(d.Answers) != 0 {
-		t.Errorf("AAAA of an IPv4-only peer: %s %v, want NODATA (NOERROR, no answer)\n%s", d.Rcode, d.Answers, d.Raw)
+	// b is on the account's IPv6 overlay (new accounts enable it for
+	// All): one AAAA, its ULA address. An IPv4-only peer's NODATA is
+	// TestIPv6Overlay's (a --disable-ipv6 peer).
+	if d := m.dig(a, ipA, sb.FQDN, "AAAA"); d.Rcode != "NOERROR" || len(d.Answers) != 1 || !strings.HasPrefix(d.Answers[0], "fd") {
+		t.Errorf("AAAA of b: %s %v, want its IPv6 overlay (ULA) address\n%s", d.Rcode, d.Answers, d.Raw)
 	}
 	if got, ok := m.waitGetent(a, sb.FQDN, ipB, 10*time.Second); !ok {
 		t.Fatalf("getent %s on a: %q, want %s\n%s", sb.FQDN, got, ipB, m.debugDNS(a))
