@@ -46,6 +46,11 @@ require github.com/godbus/dbus/v5 v5.2.4
 require github.com/creack/pty v1.1.24
 
 require (
+	github.com/kr/fs v0.1.0 // indirect
+	github.com/pkg/sftp v1.13.12
+)
+
+require (
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/containerd/typeurl/v2 v2.3.0 // indirect
 	github.com/distribution/reference v0.6.0 // indirect

@@ -14,8 +14,6 @@ command -v conntrack >/dev/null || need+=(conntrack)
 command -v iperf3 >/dev/null || need+=(iperf3)
 # internal/e2e TestSSH: plain OpenSSH (ssh, sftp) through `netbird ssh-config`'s Host blocks
 command -v ssh >/dev/null || need+=(openssh-client)
-# and sftp to the agent's SSH server, which serves the subsystem with OpenSSH's sftp-server
-[ -x /usr/lib/openssh/sftp-server ] || need+=(openssh-sftp-server)
 # store tests run a private PostgreSQL server (internal/pgtest)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v runuser >/dev/null || need+=(util-linux)

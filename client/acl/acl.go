@@ -1,9 +1,11 @@
 // Package acl is the agent's stateful packet filter for the userspace
 // WireGuard path. It applies the network map's firewall rules to traffic
 // between this machine and its peers: packets arriving from the tunnel
-// reach the host only when an inbound rule accepts them or they answer a
-// connection this host opened; what the host sends is allowed unless an
-// outbound drop rule matches, and tracked so its replies pass.
+// reach the host only when an inbound rule accepts them, they answer a
+// connection this host opened, or they go to a port of the agent's own
+// open to every map peer (Services: the SSH server); what the host sends
+// is allowed unless an outbound drop rule matches, and tracked so its
+// replies pass.
 package acl
 
 import (
@@ -88,6 +90,7 @@ type Filter struct {
 	// the rules, split by what the packet path asks
 	outDrop, inDrop, inAccept []Rule
 	allowAll                  bool
+	svc                       services // service.go
 	// local is this host's overlay address and overlay the network (both
 	// zero until SetOverlay: every destination is then this host's);
 	// local6 and overlay6 the same on the IPv6 overlay (zero without an
@@ -261,7 +264,7 @@ func (f *Filter) Outbound(b []byte) bool {
 func (f *Filter) Inbound(b []byte) bool {
 	f.mu.RLock()
 	inDrop, inAccept, allowAll, local, overlay := f.inDrop, f.inAccept, f.allowAll, f.local, f.overlay
-	local6, overlay6 := f.local6, f.overlay6
+	local6, overlay6, svc := f.local6, f.overlay6, f.svc
 	f.mu.RUnlock()
 	if allowAll && len(inDrop) == 0 && !local.IsValid() {
 		return true // the common All-to-All case before routing is known
@@ -299,7 +302,7 @@ func (f *Filter) Inbound(b []byte) bool {
 			return false
 		}
 	}
-	if allowAll {
+	if allowAll || svc.admits(p) {
 		return true
 	}
 	if p.icmpEcho && p.icmpReply {

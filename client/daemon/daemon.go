@@ -24,6 +24,7 @@ import (
 	"github.com/wiremesh/wiremesh/client/engine"
 	"github.com/wiremesh/wiremesh/client/mgmtclient"
 	"github.com/wiremesh/wiremesh/client/resolvconf"
+	"github.com/wiremesh/wiremesh/client/sshaudit"
 	"github.com/wiremesh/wiremesh/client/sso"
 	"github.com/wiremesh/wiremesh/client/state"
 	"github.com/wiremesh/wiremesh/proto/daemonpb"
@@ -50,6 +51,7 @@ type Server struct {
 	metricsAddr string
 	logFile     string
 	logLevel    *slog.LevelVar
+	sftp        []string
 
 	// op serializes what changes the session (login, up, down, switch),
 	// so a switch never races another.
@@ -67,6 +69,10 @@ type Server struct {
 	lastErr    string
 	// pending is an SSO login waiting for the person (WaitSSOLogin).
 	pending *ssoLogin
+
+	// mismatches bounds netbird ssh's host key mismatch reports
+	// (sshhostkey.go).
+	mismatches *reportLimiter
 }
 
 // session is the running engine as the daemon uses it (*engine.Engine).
@@ -82,6 +88,9 @@ type session interface {
 	// RotateSSHKey reports a new SSH key to management and, once it has
 	// it, serves with it (client/engine/ssh.go).
 	RotateSSHKey(ctx context.Context, k ed25519.PrivateKey) error
+	// RecordSSHHostKeyMismatch queues a host key mismatch netbird ssh
+	// saw for the activity log (client/engine/sshaudit.go).
+	RecordSSHHostKeyMismatch(m sshaudit.HostKeyMismatch)
 }
 
 // startEngine is the real session starter.
@@ -123,12 +132,15 @@ type Options struct {
 	// LogLevel is the logger's level, raised to debug while a timed
 	// remote debug bundle collects.
 	LogLevel *slog.LevelVar
+	// SFTPCommand serves SSH's sftp subsystem (engine.Options).
+	SFTPCommand []string
 }
 
 // New returns a daemon.
 func New(version string, log *slog.Logger, o Options) *Server {
 	return &Server{profiles: state.Profiles{Dir: o.StateDir}, fixed: o.ConfigPath, version: version, log: log, forceRelay: o.ForceRelay, firewall: o.Firewall, kernelWG: o.KernelWG, metricsAddr: o.MetricsAddr,
-		logFile: o.LogFile, logLevel: o.LogLevel, startEngine: startEngine}
+		logFile: o.LogFile, logLevel: o.LogLevel, sftp: o.SFTPCommand, startEngine: startEngine,
+		mismatches: newReportLimiter(nil)}
 }
 
 // active is the selected profile.
@@ -534,7 +546,7 @@ func (s *Server) engineOptions(name string, cfg state.Config, t mgmtclient.Targe
 		DisableClientRoutes: cfg.DisableClientRoutes, DisableServerRoutes: cfg.DisableServerRoutes, BlockLANAccess: cfg.BlockLANAccess,
 		AllowServerSSH: cfg.ServerSSHAllowed, AllowSSHRoot: cfg.EnableSSHRoot,
 		AllowSSHLocalForwarding: cfg.EnableSSHLocalPortForwarding, AllowSSHRemoteForwarding: cfg.EnableSSHRemotePortForwarding,
-		DisableSSHAuth: cfg.DisableSSHAuth, SSHKey: cfg.RotatedSSHKey(),
+		DisableSSHAuth: cfg.DisableSSHAuth, SSHKey: cfg.RotatedSSHKey(), SFTPCommand: s.sftp,
 	}
 }
 

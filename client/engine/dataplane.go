@@ -105,7 +105,10 @@ func (u userspaceFirewall) SetOverlay6(local netip.Addr, overlay netip.Prefix) {
 	u.f.SetOverlay6(local, overlay)
 }
 func (u userspaceFirewall) SetRouting(r acl.Routing) { u.f.SetRouting(r) }
-func (userspaceFirewall) close()                     {}
+func (u userspaceFirewall) SetServices(s acl.Services) {
+	u.f.SetServices(s)
+}
+func (userspaceFirewall) close() {}
 
 type nftFirewall struct {
 	f   *nftfw.Firewall
@@ -135,6 +138,12 @@ func (n nftFirewall) SetOverlay6(_ netip.Addr, overlay netip.Prefix) {
 func (n nftFirewall) SetRouting(r acl.Routing) {
 	if err := n.f.SetRouting(r); err != nil {
 		n.log.Error("route firewall rules not applied; the previous ones stay", "err", err)
+	}
+}
+
+func (n nftFirewall) SetServices(s acl.Services) {
+	if err := n.f.SetServices(s); err != nil {
+		n.log.Error("firewall: SSH ports not opened to the map's peers; the previous rules stay", "err", err)
 	}
 }
 

@@ -115,6 +115,10 @@ type Options struct {
 	// the SSH server's host key, reported at login. Nil: the key derived
 	// from Private, as for every agent that never rotated.
 	SSHKey ed25519.PrivateKey
+	// SFTPCommand serves the SSH server's sftp subsystem as the session's
+	// user: the agent binary with sshserver.SFTPArg. Empty: OpenSSH's
+	// sftp-server where installed (sshserver.Options.SFTPCommand).
+	SFTPCommand []string
 	// Bundle is what a remote debug bundle (a job from management)
 	// collects; nil collects the engine's status only. The engine adds
 	// its private and setup keys to the secrets.

@@ -22,6 +22,12 @@ type sshState struct {
 	overlay netip.Prefix
 	jwt     sshJWTState       // NetBird's JWT check (sshjwt.go)
 	access  *sshserver.Access // the last map's, for a restart with a new key
+	// ports the running server listens on; peers the last map's peers'
+	// overlay addresses: the firewall opens the one to the other
+	// (sshfirewall.go).
+	ports  []uint16
+	peers  []netip.Addr
+	opened acl.Services // what the firewall was last given
 	// on: the last map wants the server (it may still have failed to
 	// start, or be between two keys).
 	on bool
@@ -51,15 +57,19 @@ func (e *Engine) applySSH(nm *mgmtpb.NetworkMap) (stop *sshserver.Server) {
 	}
 	e.ssh.on = enabled
 	if !enabled {
+		e.openSSHPorts()
 		return stop
 	}
 	access := e.sshAccessOf(nm)
 	e.ssh.access = access
+	e.ssh.peers = sshPeerAddrs(nm, e.o.Private.Public(), overlay, e.addr6.Masked())
 	if e.ssh.srv != nil {
 		e.ssh.srv.SetAccess(access)
+		e.openSSHPorts()
 		return stop
 	}
 	e.startSSH(addr, overlay)
+	e.openSSHPorts()
 	return stop
 }
 
@@ -67,6 +77,7 @@ func (e *Engine) applySSH(nm *mgmtpb.NetworkMap) (stop *sshserver.Server) {
 // key and, unless --disable-ssh-auth, the account's users by token.
 func (e *Engine) sshAccessOf(nm *mgmtpb.NetworkMap) *sshserver.Access {
 	access := sshAccess(nm, e.o.Private.Public(), e.log.Warn)
+	access.Self = e.fqdn
 	if !e.o.DisableSSHAuth {
 		access.JWT = e.sshJWT(nm)
 	}
@@ -87,7 +98,8 @@ func (e *Engine) startSSH(addr netip.Addr, overlay netip.Prefix) {
 		return
 	}
 	srv := sshserver.New(sshserver.Options{HostKey: hk, Log: e.log.With("component", "ssh"), Overlay: overlay, Audit: e.audit.Record,
-		AllowRoot: e.o.AllowSSHRoot, AllowLocalForwarding: e.o.AllowSSHLocalForwarding, AllowRemoteForwarding: e.o.AllowSSHRemoteForwarding})
+		AllowRoot: e.o.AllowSSHRoot, AllowLocalForwarding: e.o.AllowSSHLocalForwarding, AllowRemoteForwarding: e.o.AllowSSHRemoteForwarding,
+		SFTPCommand: e.o.SFTPCommand})
 	srv.SetAccess(e.ssh.access)
 	// Port 22 as NetBird's clients expect it; 22022 (NetBird's internal
 	// port) too, for hosts whose own sshd holds 22 on every address.
@@ -104,7 +116,7 @@ func (e *Engine) startSSH(addr netip.Addr, overlay netip.Prefix) {
 		e.log.Error("SSH server not started: no port available", "address", addr)
 		return
 	}
-	e.ssh.srv, e.ssh.addr, e.ssh.overlay = srv, addr, overlay
+	e.ssh.srv, e.ssh.addr, e.ssh.overlay, e.ssh.ports = srv, addr, overlay, listening
 	e.log.Info("SSH server started", "address", addr, "ports", listening,
 		"local_forwarding", e.o.AllowSSHLocalForwarding, "remote_forwarding", e.o.AllowSSHRemoteForwarding)
 }
@@ -151,6 +163,7 @@ func (e *Engine) SetSSHKey(k ed25519.PrivateKey) {
 	e.o.SSHKey = k
 	old := e.ssh.srv
 	e.ssh.srv = nil
+	e.openSSHPorts() // closed while no server of ours holds them
 	e.mu.Unlock()
 	if old == nil {
 		return // a server started from now on takes the new key
@@ -164,6 +177,7 @@ func (e *Engine) SetSSHKey(k ed25519.PrivateKey) {
 		return
 	}
 	e.startSSH(e.addr.Addr(), e.addr.Masked())
+	e.openSSHPorts()
 	if e.ssh.srv != nil {
 		e.log.Info("SSH server restarted with the new SSH key")
 	}
@@ -174,6 +188,7 @@ func (e *Engine) stopSSH() {
 	e.mu.Lock()
 	srv := e.ssh.srv
 	e.ssh.srv, e.ssh.on = nil, false
+	e.openSSHPorts()
 	e.mu.Unlock()
 	if srv != nil {
 		srv.Close()

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"time"
+
+	"github.com/wiremesh/wiremesh/client/sshaudit"
 )
 
 // sshAuditEvery is how often queued SSH events are sent: a session shows
@@ -15,4 +17,11 @@ func (e *Engine) reportSSH(ctx context.Context) {
 	t := time.NewTicker(sshAuditEvery)
 	defer t.Stop()
 	e.audit.Run(ctx, t.C)
+}
+
+// RecordSSHHostKeyMismatch queues a host key mismatch this peer's own
+// `netbird ssh` saw, for the activity log (the daemon checked it:
+// client/daemon/sshhostkey.go).
+func (e *Engine) RecordSSHHostKeyMismatch(m sshaudit.HostKeyMismatch) {
+	e.audit.RecordHostKeyMismatch(m)
 }

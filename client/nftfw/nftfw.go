@@ -30,6 +30,7 @@ type Firewall struct {
 	overlay  netip.Prefix
 	overlay6 netip.Prefix // the IPv6 overlay; zero: no IPv6 source is a peer
 	routing  acl.Routing
+	services acl.Services // service.go
 }
 
 // New installs the table for iface, accepting everything until SetRules
@@ -162,6 +163,9 @@ func (f *Firewall) install() error {
 		}
 	}
 	add(in, inIf, established(), verdict(expr.VerdictAccept))
+	if err := f.addServices(c, in, inIf, add); err != nil {
+		return err
+	}
 	if f.allowAll {
 		for _, src := range fromOverlay {
 			add(in, inIf, src, verdict(expr.VerdictAccept))

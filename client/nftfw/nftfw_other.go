@@ -32,6 +32,9 @@ func (*Firewall) SetOverlay(netip.Prefix) error { return nil }
 // SetOverlay6 does nothing.
 func (*Firewall) SetOverlay6(netip.Prefix) error { return nil }
 
+// SetServices does nothing.
+func (*Firewall) SetServices(acl.Services) error { return nil }
+
 // SetRouting does nothing.
 func (*Firewall) SetRouting(acl.Routing) error { return nil }
 

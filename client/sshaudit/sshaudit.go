@@ -1,6 +1,7 @@
 // Package sshaudit sends what the agent's SSH server reports (sessions
-// started and ended, logins and channels refused) to management for its
-// activity log, through WiremeshSSHEvents (docs/extensions.md). Events
+// started and ended, logins and channels refused), and the host key
+// mismatches this peer's own `netbird ssh` saw (reported through the
+// daemon), to management for its activity log, through WiremeshSSHEvents (docs/extensions.md). Events
 // wait in a queue bounded in count and bytes that never blocks a session:
 // when management is away and the queue is full the oldest go, counted,
 // and management is told how many. One goroutine (Run) sends them in
@@ -12,6 +13,7 @@ package sshaudit
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +40,7 @@ const (
 	maxReason         = 256
 	maxForward        = 262
 	maxJWTUser        = 256
+	maxFingerprint    = 50 // "SHA256:" and 43 characters of base64
 	maxBatchesPerTick = 8
 	maxBackoffTicks   = 64
 	sendTimeout       = 10 * time.Second
@@ -100,6 +103,11 @@ func (r *Reporter) Record(e sshserver.Event) {
 	if ev == nil {
 		return
 	}
+	r.enqueue(ev)
+}
+
+// enqueue queues ev, dropping past the bounds (Record).
+func (r *Reporter) enqueue(ev *mgmtpb.WiremeshSSHEvent) {
 	size := proto.Size(ev)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -114,10 +122,14 @@ func (r *Reporter) Record(e sshserver.Event) {
 	}
 }
 
-// dropOne drops the oldest refusal queued, or the oldest event if none
-// is. The scan is over a bounded queue, and only when it is full.
+// dropOne drops the oldest refusal or host key mismatch queued (any
+// local user can report those, through the daemon), or the oldest event
+// if none is. The scan is over a bounded queue, and only when it is full.
 func (r *Reporter) dropOne() {
-	i := slices.IndexFunc(r.queue, func(q queued) bool { return q.ev.GetType() == mgmtpb.WiremeshSSHEvent_REFUSED })
+	i := slices.IndexFunc(r.queue, func(q queued) bool {
+		t := q.ev.GetType()
+		return t == mgmtpb.WiremeshSSHEvent_REFUSED || t == mgmtpb.WiremeshSSHEvent_HOST_KEY_MISMATCH
+	})
 	if i < 0 {
 		i = 0
 	}
@@ -125,6 +137,35 @@ func (r *Reporter) dropOne() {
 	r.queue = slices.Delete(r.queue, i, i+1)
 	r.dropped++
 	r.lost++
+}
+
+// HostKeyMismatch is what this peer's own SSH client saw: the server at
+// Target:Port presented a host key (fingerprint Presented) other than
+// the one the map gives for that peer (Expected), logging in as User.
+type HostKeyMismatch struct {
+	Target              netip.Addr
+	Port                uint16
+	User                string
+	Presented, Expected string // ssh.FingerprintSHA256 form
+	At                  time.Time
+}
+
+// RecordHostKeyMismatch queues m as a HOST_KEY_MISMATCH event, reported
+// by this peer as its source; like Record it never blocks, and an event
+// management would refuse (no target, no port, equal fingerprints) is
+// not queued.
+func (r *Reporter) RecordHostKeyMismatch(m HostKeyMismatch) {
+	if !m.Target.IsValid() || m.Port == 0 || m.Presented == "" || m.Presented == m.Expected ||
+		len(m.Presented) > maxFingerprint || len(m.Expected) > maxFingerprint {
+		return
+	}
+	ev := &mgmtpb.WiremeshSSHEvent{Type: mgmtpb.WiremeshSSHEvent_HOST_KEY_MISMATCH, At: timestamppb.New(m.At),
+		TargetIp: m.Target.Unmap().WithZone("").String(), TargetPort: uint32(m.Port),
+		PresentedKeyFingerprint: m.Presented, ExpectedKeyFingerprint: m.Expected}
+	if validUser(m.User) {
+		ev.UnixUser = m.User
+	}
+	r.enqueue(ev)
 }
 
 // Stats reports the events queued and those lost in all (dropped from a

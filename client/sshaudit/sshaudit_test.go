@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/wiremesh/wiremesh/client/sshserver"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
@@ -311,5 +312,61 @@ func TestRunStops(t *testing.T) {
 			t.Fatalf("%d goroutines left (%d before)", runtime.NumGoroutine(), base)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestHostKeyMismatch: a mismatch this peer's client saw goes out as a
+// HOST_KEY_MISMATCH event with no source (this peer is the source), the
+// target, port, user and both fingerprints; one management would refuse
+// is not queued; in a full queue mismatches go before sessions (any
+// local user can report them).
+func TestHostKeyMismatch(t *testing.T) {
+	const fpA, fpB = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU", "SHA256:ypeBEsobvcr6wjGzmiPcTaeG7/gUfE5yuYB3ha/uSLs"
+	f := &fakeMgmt{}
+	r := New(Options{Send: f.send, MaxQueued: 2})
+	m := HostKeyMismatch{Target: netip.MustParseAddr("::ffff:100.64.0.1"), Port: 22, User: "alice", Presented: fpA, Expected: fpB, At: t0}
+	for _, bad := range []func(*HostKeyMismatch){
+		func(m *HostKeyMismatch) { m.Target = netip.Addr{} },
+		func(m *HostKeyMismatch) { m.Port = 0 },
+		func(m *HostKeyMismatch) { m.Expected = m.Presented },
+		func(m *HostKeyMismatch) { m.Presented = "" },
+		func(m *HostKeyMismatch) { m.Expected = fpB + "x" },
+	} {
+		b := m
+		bad(&b)
+		r.RecordHostKeyMismatch(b)
+	}
+	if q, _ := r.Stats(); q != 0 {
+		t.Fatalf("%d invalid mismatches queued", q)
+	}
+	r.Record(start(1))
+	r.RecordHostKeyMismatch(m)
+	r.Record(start(2)) // the mismatch goes, not session 1
+	r.Tick(context.Background())
+	if len(f.got) != 1 || fmt.Sprint(sessions(f.got)) != "[1 2]" || f.got[0].Dropped != 1 {
+		t.Fatalf("sent %v, want sessions 1 and 2, one dropped", f.got)
+	}
+	r = New(Options{Send: f.send})
+	r.RecordHostKeyMismatch(m)
+	f.got = nil
+	r.Tick(context.Background())
+	if len(f.got) != 1 || len(f.got[0].Events) != 1 {
+		t.Fatalf("sent %v", f.got)
+	}
+	got := f.got[0].Events[0]
+	want := &mgmtpb.WiremeshSSHEvent{Type: mgmtpb.WiremeshSSHEvent_HOST_KEY_MISMATCH, TargetIp: "100.64.0.1", TargetPort: 22, UnixUser: "alice",
+		PresentedKeyFingerprint: fpA, ExpectedKeyFingerprint: fpB, At: got.GetAt()}
+	if !proto.Equal(got, want) || !got.GetAt().AsTime().Equal(t0) {
+		t.Fatalf("sent %v, want %v", got, want)
+	}
+	odd := m
+	odd.User = "-oProxyCommand=x"
+	// A user name management would refuse is sent as empty.
+	r2 := New(Options{Send: f.send})
+	r2.RecordHostKeyMismatch(odd)
+	f.got = nil
+	r2.Tick(context.Background())
+	if len(f.got) != 1 || f.got[0].Events[0].GetUnixUser() != "" {
+		t.Fatalf("sent %v, want the user empty", f.got)
 	}
 }

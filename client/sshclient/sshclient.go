@@ -26,6 +26,20 @@ import (
 // ErrHostKey is a server whose host key is not the one the map gives.
 var ErrHostKey = errors.New("host key mismatch")
 
+// HostKeyError is ErrHostKey with the key the server presented, for the
+// audit report (netbird ssh tells its daemon).
+type HostKeyError struct {
+	Addr                string
+	Presented, Expected ssh.PublicKey
+}
+
+func (e *HostKeyError) Error() string {
+	return fmt.Sprintf("%v: %s presented %s, the network map says %s: someone may be intercepting the connection",
+		ErrHostKey, e.Addr, ssh.FingerprintSHA256(e.Presented), ssh.FingerprintSHA256(e.Expected))
+}
+
+func (e *HostKeyError) Unwrap() error { return ErrHostKey }
+
 // Dial connects to addr and logs in as user with signer, accepting only
 // hostKey.
 func Dial(ctx context.Context, addr, user string, signer ssh.Signer, hostKey ssh.PublicKey) (*ssh.Client, error) {
@@ -47,8 +61,7 @@ func DialWithToken(ctx context.Context, addr, user string, signer ssh.Signer, ho
 		Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
 		HostKeyCallback: func(_ string, _ net.Addr, k ssh.PublicKey) error {
 			if !bytes.Equal(k.Marshal(), hostKey.Marshal()) {
-				return fmt.Errorf("%w: %s presented %s, the network map says %s: someone may be intercepting the connection",
-					ErrHostKey, addr, ssh.FingerprintSHA256(k), ssh.FingerprintSHA256(hostKey))
+				return &HostKeyError{Addr: addr, Presented: k, Expected: hostKey}
 			}
 			return nil
 		},

@@ -76,8 +76,18 @@ type refusal struct {
 	err  error
 }
 
-// watchRefusals makes cfg's login callbacks note their refusals in r.
+// watchRefusals makes cfg's login callbacks note their refusals in r
+// ("none" only when it is more than the usual first try).
 func watchRefusals(cfg *ssh.ServerConfig, r *refusal) {
+	if none := cfg.NoClientAuthCallback; none != nil {
+		cfg.NoClientAuthCallback = func(md ssh.ConnMetadata) (*ssh.Permissions, error) {
+			p, err := none(md)
+			if err != nil && !errors.Is(err, errAuthRequired) {
+				r.user, r.err = md.User(), err
+			}
+			return p, err
+		}
+	}
 	if pk := cfg.PublicKeyCallback; pk != nil {
 		cfg.PublicKeyCallback = func(md ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
 			p, err := pk(md, k)

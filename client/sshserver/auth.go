@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"golang.org/x/crypto/ssh"
 
@@ -108,6 +109,8 @@ type Access struct {
 	Peers    []Peer
 	Rules    []acl.Rule
 	AllowAll bool // the map's legacy allow-all
+	// Self is this peer's name (its FQDN) in refusals; "": "this peer".
+	Self string
 	// JWT, when the map carries a jwtConfig, also lets peers log in with
 	// a token of the account's identity provider (NetBird's JWT check;
 	// jwt.go). Peers need no SSH key for it.
@@ -161,9 +164,49 @@ func (a *Access) Authorize(k ssh.PublicKey, from netip.Addr) (Peer, error) {
 		return Peer{}, fmt.Errorf("key %s presented from %s, which is not the address of a peer holding it", ssh.FingerprintSHA256(k), from)
 	}
 	if !a.allows(from) {
-		return Peer{}, fmt.Errorf("no policy lets peer %s (%s) reach this peer on tcp/%d", p.Name, p.IP, Port)
+		return Peer{}, a.noPolicy(p)
 	}
 	return p, nil
+}
+
+// noPolicy is the refusal of map peer p, which no policy lets reach this
+// peer on the SSH ports.
+func (a *Access) noPolicy(p Peer) error {
+	self := a.Self
+	if self == "" {
+		self = "this peer"
+	}
+	return &NoPolicyError{Peer: p.Name, IP: p.IP, Self: self}
+}
+
+// NoPolicyError refuses a map peer that no policy lets reach this peer on
+// tcp/22 (or 22022).
+type NoPolicyError struct {
+	Peer string // the peer's FQDN
+	IP   netip.Addr
+	Self string // this peer's FQDN, or "this peer"
+}
+
+func (e *NoPolicyError) Error() string {
+	return fmt.Sprintf("no policy lets peer %s (%s) reach %s on tcp/%d", e.Peer, e.IP, e.Self, Port)
+}
+
+// policyRefusal is why the map peer at overlay address from may not log
+// in whatever it presents: no policy lets it reach this peer on the SSH
+// ports. nil for an address of no map peer (its key decides, and is
+// refused) and for a peer a policy allows. The address is the peer's
+// own, WireGuard-authenticated: telling it why reveals nothing to anyone
+// else.
+func (a *Access) policyRefusal(from netip.Addr) error {
+	if a == nil {
+		return nil
+	}
+	from = from.Unmap()
+	i := slices.IndexFunc(a.Peers, func(p Peer) bool { return p.IP == from })
+	if i < 0 || a.allows(from) {
+		return nil
+	}
+	return a.noPolicy(a.Peers[i])
 }
 
 func (a *Access) allows(from netip.Addr) bool {

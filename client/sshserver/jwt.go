@@ -233,7 +233,7 @@ func (a *Access) peerAt(from netip.Addr) (Peer, error) {
 	}
 	p := a.Peers[i]
 	if !a.allows(from) {
-		return Peer{}, fmt.Errorf("no policy lets peer %s (%s) reach this peer on tcp/%d", p.Name, p.IP, Port)
+		return Peer{}, a.noPolicy(p)
 	}
 	return p, nil
 }

@@ -57,9 +57,14 @@ type Options struct {
 	// every login or channel refused (for management's activity log).
 	// It is called from the sessions' goroutines and must not block.
 	Audit func(Event)
-	// SFTPServers are the paths tried for OpenSSH's sftp-server, which
-	// serves the sftp subsystem as the session's user (nil: the usual
-	// places of Debian, Fedora and Arch).
+	// SFTPCommand is the program and arguments that serve the sftp
+	// subsystem on stdin and stdout, started as the session's user like
+	// any command: the agent's own binary with SFTPArg (pkg/sftp).
+	// Empty: OpenSSH's sftp-server, if one is installed.
+	SFTPCommand []string
+	// SFTPServers are the paths tried for OpenSSH's sftp-server when
+	// SFTPCommand is empty (nil: the usual places of Debian, Fedora and
+	// Arch).
 	SFTPServers []string
 }
 
@@ -238,11 +243,24 @@ const (
 	extAccount = "wiremesh-account"
 )
 
-func (s *Server) config() *ssh.ServerConfig {
+func (s *Server) config(c net.Conn) *ssh.ServerConfig {
+	policy := s.policyCheck(c)
 	cfg := &ssh.ServerConfig{
+		// Clients start with "none": a peer no policy lets in learns why
+		// at once, whatever keys it has (policy.go).
+		NoClientAuth: true,
+		NoClientAuthCallback: func(md ssh.ConnMetadata) (*ssh.Permissions, error) {
+			if err := policy(md); err != nil {
+				return nil, err
+			}
+			return nil, errAuthRequired
+		},
 		// The peer and the local user are both decided here, once: no
 		// channel of any type runs for a connection that did not pass.
 		PublicKeyCallback: func(md ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
+			if err := policy(md); err != nil {
+				return nil, err
+			}
 			from := addrOf(md.RemoteAddr())
 			p, err := s.access.Load().Authorize(k, from)
 			if err != nil {
@@ -266,7 +284,12 @@ func (s *Server) config() *ssh.ServerConfig {
 		// NetBird's clients log in with a token only when the version
 		// says so; ours keep logging in with their key.
 		cfg.ServerVersion = "SSH-2.0-" + netbirdServerID + "-wiremesh " + jwtMarker
-		cfg.PasswordCallback = s.tokenLogin
+		cfg.PasswordCallback = func(md ssh.ConnMetadata, password []byte) (*ssh.Permissions, error) {
+			if err := policy(md); err != nil {
+				return nil, err
+			}
+			return s.tokenLogin(md, password)
+		}
 	}
 	cfg.AddHostKey(s.o.HostKey)
 	return cfg
@@ -301,8 +324,8 @@ func addrOf(a net.Addr) netip.Addr {
 }
 
 func (s *Server) handle(c net.Conn) {
-	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
-	cfg := s.config()
+	_ = c.SetDeadline(time.Now().Add(s.handshakeTimeout(c)))
+	cfg := s.config(c)
 	var refused refusal
 	watchRefusals(cfg, &refused)
 	sc, chans, reqs, err := ssh.NewServerConn(c, cfg)

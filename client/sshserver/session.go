@@ -202,14 +202,39 @@ func (s *session) request(r *ssh.Request) error {
 		if m.Name != "sftp" {
 			return fmt.Errorf("subsystem %q is not supported", m.Name)
 		}
-		bin := sftpServer(s.c.s.o.SFTPServers)
-		if bin == "" {
-			return errors.New("SFTP is not available on this peer (install openssh-sftp-server)")
+		s.mu.Lock()
+		again := s.started
+		s.mu.Unlock()
+		argv, err := sftpArgv(s.c.s.o)
+		if err == nil {
+			err = s.startArgv(argv, "<sftp>")
 		}
-		return s.startArgv([]string{bin}, "<sftp>")
+		if err != nil && !again {
+			// The client is told only that the subsystem failed: the
+			// reason (no server, a binary the user may not run) is for
+			// the peer's administrator. Rate-limited: a peer may retry
+			// at will.
+			s.c.s.refuse.warn("ssh: SFTP not started", "peer", s.c.peer, "user", s.acc.Name, "err", err)
+		}
+		return err
 	default:
 		return fmt.Errorf("unsupported request %q", r.Type)
 	}
+}
+
+// sftpArgv is what serves the sftp subsystem, in startArgv's form: the
+// agent binary again with SFTPArg (pkg/sftp, Options.SFTPCommand), or,
+// only when the agent could not name its own binary, OpenSSH's
+// sftp-server where one is installed.
+func sftpArgv(o Options) ([]string, error) {
+	if len(o.SFTPCommand) > 0 {
+		return append([]string{o.SFTPCommand[0]}, o.SFTPCommand...), nil
+	}
+	bin := sftpServer(o.SFTPServers)
+	if bin == "" {
+		return nil, errors.New("SFTP is not available on this peer: the agent cannot find its own binary to serve it and OpenSSH's sftp-server is not installed")
+	}
+	return []string{bin}, nil
 }
 
 // sftpServers are where distributions put OpenSSH's sftp-server.

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/wiremesh/wiremesh/client/sshserver"
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/internal/netlab"
@@ -137,17 +139,33 @@ func TestSSH(t *testing.T) {
 		t.Errorf("b logged no session")
 	}
 
-	// c is in no policy with b: b is not even in its map.
-	if out, code := m.sshRun(c, "root@"+ipB, "true"); code == 0 || !strings.Contains(out, "no peer") {
+	// c is in no policy with b: b is not even in its map, which c's
+	// client says at once (no tunnel, nothing to wait for).
+	start := time.Now()
+	if out, code := m.sshRun(c, "root@"+ipB, "true"); code == 0 || !strings.Contains(out, ipB+" is not in this peer's network map: no policy connects them") {
 		t.Errorf("c -> b without a policy: exit %d %q", code, out)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("c -> b without a policy took %v to fail", took)
 	}
 
 	// A server on b's overlay address with another host key (an
-	// impostor) is refused, however willing it is to let a in.
-	rogue(t, b, ipB, 2222)
-	if out, code := m.sshRun(a, "-p", "2222", "root@b", "echo should-not-run"); code == 0 || !strings.Contains(out, "host key mismatch") || strings.Contains(out, "should-not-run") {
+	// impostor) is refused, however willing it is to let a in; a's
+	// daemon reports it to the activity log (checkSSHHostKeyAudit).
+	forgedKey := rogue(t, b, ipB, 2222)
+	if out, code := m.sshRun(a, "-p", "2222", "root@b", "echo should-not-run"); code == 0 || !strings.Contains(out, "host key mismatch") || strings.Contains(out, "should-not-run") ||
+		!strings.Contains(out, "reported to management's activity log") {
 		t.Errorf("forged host key: exit %d %q", code, out)
 	}
+	checkSSHHostKeyAudit(t, api, ids, ipB, forgedKey, b, "root")
+	// Plain OpenSSH through ssh-config's blocks refuses it too; `netbird
+	// ssh proxy` reports it (without the user: OpenSSH does not pass it).
+	rs := m.Lab.Cmd(a.NS, "ssh", "-F", cfgFile, "-o", "BatchMode=yes", "-p", "2222", "-l", "root", "b", "echo should-not-run")
+	rs.Env = append(os.Environ(), "NB_STATE_DIR="+a.Dir)
+	if rout, err := rs.CombinedOutput(); err == nil || strings.Contains(string(rout), "should-not-run") || !strings.Contains(string(rout), "reported to management's activity log") {
+		t.Errorf("plain ssh to a forged host key: %v\n%s", err, rout)
+	}
+	checkSSHHostKeyAudit(t, api, ids, ipB, forgedKey, b, "")
 
 	// Connections opened while allowed (a forward through one, a shell
 	// on another) end once the policy is revoked.
@@ -213,10 +231,43 @@ func TestSSH(t *testing.T) {
 	if !strings.Contains(b.Daemon.Output(), "ssh connection closed: access revoked") || !strings.Contains(b.Daemon.Output(), "no policy lets peer a.") {
 		t.Errorf("b did not log the revocation:\n%s", lastLines(b.Daemon.Output(), 20))
 	}
-	if out, code := m.sshRun(a, "root@b", "true"); code == 0 {
-		t.Errorf("a -> b after revocation: exit 0 %q", out)
+	// a is still in b's map (the web policy), so b's firewall lets it
+	// reach the SSH port: b's server refuses it, says why and reports it.
+	start = time.Now()
+	if out, code := m.sshRun(a, "root@b", "true"); code == 0 || !strings.Contains(out, "wiremesh: no policy lets peer a.netbird.selfhosted ("+IPOf(m.Status(a))+") reach b.netbird.selfhosted on tcp/22") {
+		t.Errorf("a -> b after revocation: exit %d %q", code, out)
 	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("a -> b after revocation took %v to be refused (want the server's answer, not a timeout)", took)
+	}
+	waitSSHRefused(t, api, ids, IPOf(m.Status(a)), "no policy lets peer a.netbird.selfhosted", 5*time.Second)
 	checkSSHAudit(t, api, ids, IPOf(m.Status(a)))
+}
+
+// waitSSHRefused waits for b's report of a's login refused with a reason
+// starting with prefix (not a closed connection's "access revoked").
+func waitSSHRefused(t *testing.T, api API, ids map[string]string, ipA, prefix string, within time.Duration) {
+	t.Helper()
+	var got []string
+	for deadline := time.Now().Add(within); ; time.Sleep(300 * time.Millisecond) {
+		got = nil
+		for _, e := range getList(t, api.r, "/api/events") {
+			meta, _ := e["meta"].(map[string]any)
+			reason, _ := meta["reason"].(string)
+			if e["activity_code"] != "peer.ssh.session.refused" {
+				continue
+			}
+			got = append(got, reason)
+			if e["initiator_id"] == ids["a"] && e["target_id"] == ids["b"] && meta["source_ip"] == ipA && meta["reported_by"] == ids["b"] &&
+				strings.HasPrefix(reason, prefix) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("no refusal %q... of a in the activity log within %v; refusals: %q", prefix, within, got)
+			return
+		}
+	}
 }
 
 func dialNS(ns, addr string) (net.Conn, error) {
@@ -239,7 +290,7 @@ func lastLines(s string, n int) string {
 
 // rogue serves SSH on b's overlay address at port with a host key that
 // is not b's: the client must stop at the host key, before logging in.
-func rogue(t *testing.T, b *Agent, ipB string, port uint16) {
+func rogue(t *testing.T, b *Agent, ipB string, port uint16) ssh.PublicKey {
 	t.Helper()
 	k, err := key.NewPrivate()
 	if err != nil {
@@ -255,6 +306,7 @@ func rogue(t *testing.T, b *Agent, ipB string, port uint16) {
 	if err := netlab.Do(b.NS, func() error { return srv.Listen(netip.MustParseAddr(ipB), port) }); err != nil {
 		t.Fatal(fmt.Errorf("rogue server: %w", err))
 	}
+	return hk.PublicKey()
 }
 
 // syncWriter is a buffer a command writes while the test reads it.

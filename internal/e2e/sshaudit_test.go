@@ -25,9 +25,9 @@ func checkSSHAudit(t *testing.T, api API, ids map[string]string, ipA string) {
 		{"peer.ssh.session.start", map[string]string{"unix_user": "root", "kind": "sftp"}},
 		{"peer.ssh.session.start", map[string]string{"unix_user": "root", "kind": "local_forward", "forward": "127.0.0.1:7000"}},
 		{"peer.ssh.session.refused", map[string]string{"unix_user": "nobody", "reason": "disabled"}},
-		// The packet filter drops logins without a policy before the
-		// server sees them; the connections open when it was revoked are
-		// closed by the server, which says so.
+		// The connections open when the policy was revoked are closed by
+		// the server, which says so (the refused login after it:
+		// waitSSHRefused).
 		{"peer.ssh.session.refused", map[string]string{"unix_user": "root", "reason": "access revoked, connection closed: no policy lets peer a."}},
 	}
 	var missing []string

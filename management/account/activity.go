@@ -132,10 +132,11 @@ var Activities = map[string]string{
 	"account.domain.claim":    "Account domain claimed",
 	"account.settings.update": "Account settings changed",
 	// SSH access reported by our agents (management/sshaudit).
-	"peer.ssh.session.start":   "SSH session started",
-	"peer.ssh.session.end":     "SSH session ended",
-	"peer.ssh.session.refused": "SSH access refused",
-	"peer.ssh.events.dropped":  "SSH events lost by a peer",
+	"peer.ssh.session.start":    "SSH session started",
+	"peer.ssh.session.end":      "SSH session ended",
+	"peer.ssh.session.refused":  "SSH access refused",
+	"peer.ssh.events.dropped":   "SSH events lost by a peer",
+	"peer.ssh.hostkey.mismatch": "SSH host key mismatch",
 }
 
 // ActivityText is the human-readable activity of a code; an unknown code

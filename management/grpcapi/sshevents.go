@@ -89,6 +89,8 @@ func sshEventsFrom(r *mgmtpb.WiremeshSSHEventsRequest, now time.Time) ([]sshaudi
 			t = sshaudit.End
 		case mgmtpb.WiremeshSSHEvent_REFUSED:
 			t = sshaudit.Refused
+		case mgmtpb.WiremeshSSHEvent_HOST_KEY_MISMATCH:
+			t = sshaudit.HostKeyMismatch
 		default:
 			return nil, fmt.Errorf("events[%d]: %w: type %v unknown", i, sshaudit.ErrInvalid, e.GetType())
 		}
@@ -96,9 +98,26 @@ func sshEventsFrom(r *mgmtpb.WiremeshSSHEventsRequest, now time.Time) ([]sshaudi
 		if e.GetKind() < 0 || e.GetKind() > mgmtpb.WiremeshSSHEvent_REMOTE_FORWARD {
 			return nil, fmt.Errorf("events[%d]: %w: kind %v unknown", i, sshaudit.ErrInvalid, e.GetKind())
 		}
-		src, err := netip.ParseAddr(e.GetSourceIp())
-		if err != nil {
-			return nil, fmt.Errorf("events[%d]: %w: source_ip %q is not an IP address", i, sshaudit.ErrInvalid, truncate(e.GetSourceIp(), 64))
+		// A host key mismatch has no source address (the reporter is
+		// the source): sshaudit.Check refuses one that has.
+		var src netip.Addr
+		if e.GetSourceIp() != "" || t != sshaudit.HostKeyMismatch {
+			a, err := netip.ParseAddr(e.GetSourceIp())
+			if err != nil {
+				return nil, fmt.Errorf("events[%d]: %w: source_ip %q is not an IP address", i, sshaudit.ErrInvalid, truncate(e.GetSourceIp(), 64))
+			}
+			src = a.Unmap()
+		}
+		var dst netip.Addr
+		if e.GetTargetIp() != "" {
+			a, err := netip.ParseAddr(e.GetTargetIp())
+			if err != nil {
+				return nil, fmt.Errorf("events[%d]: %w: target_ip %q is not an IP address", i, sshaudit.ErrInvalid, truncate(e.GetTargetIp(), 64))
+			}
+			dst = a.Unmap()
+		}
+		if e.GetTargetPort() > 65535 {
+			return nil, fmt.Errorf("events[%d]: %w: target_port %d is not a port", i, sshaudit.ErrInvalid, e.GetTargetPort())
 		}
 		if e.GetAt() == nil || e.GetAt().CheckValid() != nil {
 			return nil, fmt.Errorf("events[%d]: %w: at is missing or not a valid time", i, sshaudit.ErrInvalid)
@@ -106,9 +125,10 @@ func sshEventsFrom(r *mgmtpb.WiremeshSSHEventsRequest, now time.Time) ([]sshaudi
 		if e.GetDurationMillis() > uint64(sshaudit.MaxDuration/time.Millisecond) {
 			return nil, fmt.Errorf("events[%d]: %w: duration_millis %d over %v", i, sshaudit.ErrInvalid, e.GetDurationMillis(), sshaudit.MaxDuration)
 		}
-		out = append(out, sshaudit.Event{Type: t, Source: src.Unmap(), User: e.GetUnixUser(), Kind: k, Reason: e.GetReason(),
+		out = append(out, sshaudit.Event{Type: t, Source: src, User: e.GetUnixUser(), Kind: k, Reason: e.GetReason(),
 			At: e.GetAt().AsTime(), Duration: time.Duration(e.GetDurationMillis()) * time.Millisecond, Session: e.GetSessionId(),
-			PTY: e.GetPty(), Forward: e.GetForward(), JWTUser: e.GetJwtUser()})
+			PTY: e.GetPty(), Forward: e.GetForward(), JWTUser: e.GetJwtUser(),
+			Target: dst, Port: uint16(e.GetTargetPort()), Presented: e.GetPresentedKeyFingerprint(), Expected: e.GetExpectedKeyFingerprint()})
 	}
 	if err := sshaudit.CheckBatch(out, now); err != nil {
 		return nil, err

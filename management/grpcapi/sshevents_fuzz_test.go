@@ -49,13 +49,23 @@ func FuzzSSHEvents(f *testing.F) {
 		for i, e := range evs {
 			back := toWire(e)
 			perType[back.GetType()]--
-			// The source is the one address reported (a v4-mapped one as
+			// The source (the target, for a host key mismatch, which has
+			// no source) is the one address reported (a v4-mapped one as
 			// plain v4); the rest is what was sent, bit for bit.
 			want := proto.Clone(in[i]).(*mgmtpb.WiremeshSSHEvent)
-			if src, err := netip.ParseAddr(in[i].GetSourceIp()); err != nil || src.Unmap().String() != back.SourceIp {
-				t.Fatalf("event %d: source_ip %q accepted as %s", i, in[i].GetSourceIp(), back.SourceIp)
+			addr, field := in[i].GetSourceIp(), &want.SourceIp
+			if e.Type == sshaudit.HostKeyMismatch {
+				addr, field = in[i].GetTargetIp(), &want.TargetIp
+				if in[i].GetSourceIp() != "" || e.Source.IsValid() {
+					t.Fatalf("event %d: host key mismatch with source_ip %q", i, in[i].GetSourceIp())
+				}
+			} else if e.Target.IsValid() || e.Port != 0 || e.Presented != "" || e.Expected != "" {
+				t.Fatalf("event %d: type %v with a host key mismatch's fields", i, e.Type)
 			}
-			want.SourceIp = back.SourceIp
+			if a, err := netip.ParseAddr(addr); err != nil || a.Unmap().String() != back.SourceIp+back.TargetIp {
+				t.Fatalf("event %d: address %q accepted as %s%s", i, addr, back.SourceIp, back.TargetIp)
+			}
+			*field = back.SourceIp + back.TargetIp
 			// Fields this version does not know are not carried.
 			want.ProtoReflect().SetUnknown(nil)
 			if want.At != nil {
@@ -64,8 +74,16 @@ func FuzzSSHEvents(f *testing.F) {
 			if !proto.Equal(back, want) {
 				t.Fatalf("event %d: reported %v, accepted as %v", i, in[i], back)
 			}
-			if !e.Source.IsValid() || e.Source.Is4In6() || e.Source.Zone() != "" {
-				t.Fatalf("event %d: source %v", i, e.Source)
+			if a := e.Source; e.Type == sshaudit.HostKeyMismatch {
+				a = e.Target
+				if e.Port == 0 || e.Presented == e.Expected || !fingerprintText(e.Presented) || !fingerprintText(e.Expected) || e.Kind != sshaudit.KindNone || e.Session != 0 {
+					t.Fatalf("event %d: host key mismatch %+v", i, e)
+				}
+				if !a.IsValid() || a.Is4In6() || a.Zone() != "" {
+					t.Fatalf("event %d: address %v", i, a)
+				}
+			} else if !a.IsValid() || a.Is4In6() || a.Zone() != "" {
+				t.Fatalf("event %d: source %v", i, a)
 			}
 			if len(e.User) > 64 || strings.HasPrefix(e.User, "-") || strings.IndexFunc(e.User, func(r rune) bool {
 				return !(r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("._-@$", r)))
@@ -97,7 +115,8 @@ func FuzzSSHEvents(f *testing.F) {
 // written independently of it.
 func toWire(e sshaudit.Event) *mgmtpb.WiremeshSSHEvent {
 	types := map[sshaudit.Type]mgmtpb.WiremeshSSHEvent_Type{sshaudit.Start: mgmtpb.WiremeshSSHEvent_SESSION_START,
-		sshaudit.End: mgmtpb.WiremeshSSHEvent_SESSION_END, sshaudit.Refused: mgmtpb.WiremeshSSHEvent_REFUSED}
+		sshaudit.End: mgmtpb.WiremeshSSHEvent_SESSION_END, sshaudit.Refused: mgmtpb.WiremeshSSHEvent_REFUSED,
+		sshaudit.HostKeyMismatch: mgmtpb.WiremeshSSHEvent_HOST_KEY_MISMATCH}
 	kinds := map[sshaudit.Kind]mgmtpb.WiremeshSSHEvent_Kind{sshaudit.KindNone: mgmtpb.WiremeshSSHEvent_KIND_UNKNOWN,
 		sshaudit.Shell: mgmtpb.WiremeshSSHEvent_SHELL, sshaudit.Exec: mgmtpb.WiremeshSSHEvent_EXEC, sshaudit.SFTP: mgmtpb.WiremeshSSHEvent_SFTP,
 		sshaudit.LocalForward: mgmtpb.WiremeshSSHEvent_LOCAL_FORWARD, sshaudit.RemoteForward: mgmtpb.WiremeshSSHEvent_REMOTE_FORWARD}
@@ -109,9 +128,22 @@ func toWire(e sshaudit.Event) *mgmtpb.WiremeshSSHEvent {
 	if !ok {
 		kind = -1
 	}
-	return &mgmtpb.WiremeshSSHEvent{Type: typ, Kind: kind, SourceIp: e.Source.String(), UnixUser: e.User, Reason: e.Reason,
+	w := &mgmtpb.WiremeshSSHEvent{Type: typ, Kind: kind, UnixUser: e.User, Reason: e.Reason,
 		At: timestamppb.New(e.At), DurationMillis: uint64(e.Duration / time.Millisecond), SessionId: e.Session, Pty: e.PTY, Forward: e.Forward,
-		JwtUser: e.JWTUser}
+		JwtUser: e.JWTUser, TargetPort: uint32(e.Port), PresentedKeyFingerprint: e.Presented, ExpectedKeyFingerprint: e.Expected}
+	if e.Source.IsValid() {
+		w.SourceIp = e.Source.String()
+	}
+	if e.Target.IsValid() {
+		w.TargetIp = e.Target.String()
+	}
+	return w
+}
+
+// fingerprintText: "SHA256:" and 43 characters of unpadded base64.
+func fingerprintText(s string) bool {
+	b64, ok := strings.CutPrefix(s, "SHA256:")
+	return ok && len(b64) == 43 && strings.Trim(b64, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") == ""
 }
 
 func printableText(s string) bool {

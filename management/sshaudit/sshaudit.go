@@ -1,11 +1,13 @@
 // Package sshaudit records access to the agents' SSH servers in the
 // activity log: sessions started and ended, and attempts refused, as our
-// agents report them (a wiremesh extension, docs/extensions.md). Reports
-// come from any peer, so they are hostile input: every field is checked
-// (Check), each reporter is limited in events per second, and an event
-// is written only when its source is a peer of the reporter's own
-// account. It does not decide who may log in (the agents do) nor read
-// anything from the agents itself.
+// agents report them (a wiremesh extension, docs/extensions.md), and
+// servers whose host key was not the map's, as the client's agent
+// reports them. Reports come from any peer, so they are hostile input:
+// every field is checked (Check), each reporter is limited in events per
+// second, and an event is written only when its source (for a host key
+// mismatch, the peer dialed) is a peer of the reporter's own account.
+// It does not decide who may log in (the agents do) nor read anything
+// from the agents itself.
 package sshaudit
 
 import (
@@ -29,6 +31,9 @@ const (
 	CodeEnd     = "peer.ssh.session.end"
 	CodeRefused = "peer.ssh.session.refused"
 	CodeDropped = "peer.ssh.events.dropped"
+	// CodeHostKeyMismatch: the reporter's `netbird ssh` refused a server
+	// presenting a host key other than the map's (a forged or stale key).
+	CodeHostKeyMismatch = "peer.ssh.hostkey.mismatch"
 )
 
 // Type is what happened.
@@ -39,6 +44,9 @@ const (
 	Start Type = iota + 1
 	End
 	Refused
+	// HostKeyMismatch is reported by the client's side: the reporter is
+	// the source, Target the peer it dialed.
+	HostKeyMismatch
 )
 
 // Kind is what a session ran.
@@ -79,6 +87,12 @@ type Event struct {
 	// target says (empty for a key login). Recorded only if it names a
 	// user of the target's account.
 	JWTUser string
+	// HostKeyMismatch only (Source is then unset): the overlay address
+	// and port dialed, and the SHA256 fingerprints of the host key
+	// presented and of the one the reporter's map gives.
+	Target              netip.Addr
+	Port                uint16
+	Presented, Expected string
 }
 
 // Limits of a report.
@@ -120,16 +134,23 @@ func Check(e Event, now time.Time) error {
 	bad := func(field, why string) error { return fmt.Errorf("%w: %s %s", ErrInvalid, field, why) }
 	switch e.Type {
 	case Start, End, Refused:
+		if e.Target.IsValid() || e.Port != 0 || e.Presented != "" || e.Expected != "" {
+			return bad("target_ip", "and the port and fingerprints are only for a host key mismatch")
+		}
+		if !e.Source.IsValid() || e.Source.Zone() != "" {
+			return bad("source_ip", "is not an IP address")
+		}
+	case HostKeyMismatch:
+		if err := checkMismatch(e); err != nil {
+			return err
+		}
 	default:
 		return bad("type", "unknown")
-	}
-	if !e.Source.IsValid() || e.Source.Zone() != "" {
-		return bad("source_ip", "is not an IP address")
 	}
 	if !validUser(e.User) {
 		return bad("unix_user", fmt.Sprintf("must be at most %d letters, digits, '.', '_', '-', '@' (a trailing '$' allowed), not starting with '-'", MaxUser))
 	}
-	if e.Kind > RemoteForward || (e.Kind == KindNone && e.Type != Refused) {
+	if e.Kind > RemoteForward || (e.Kind == KindNone && e.Type != Refused && e.Type != HostKeyMismatch) {
 		return bad("kind", "unknown")
 	}
 	if e.Type == Refused {
@@ -159,6 +180,45 @@ func Check(e Event, now time.Time) error {
 		return bad("jwt_user", fmt.Sprintf("must be at most %d bytes of printable UTF-8 without spaces", MaxJWTUser))
 	}
 	return nil
+}
+
+// checkMismatch checks what only a host key mismatch has: the reporter is
+// the source (no source_ip), a target, a port, two different
+// fingerprints, and nothing of a session.
+func checkMismatch(e Event) error {
+	bad := func(field, why string) error { return fmt.Errorf("%w: %s %s", ErrInvalid, field, why) }
+	switch {
+	case e.Source.IsValid():
+		return bad("source_ip", "must be empty for a host key mismatch: the reporter is the source")
+	case !e.Target.IsValid() || e.Target.Zone() != "":
+		return bad("target_ip", "is not an IP address")
+	case e.Port == 0:
+		return bad("target_port", "must be 1..65535")
+	case !validFingerprint(e.Presented):
+		return bad("presented_key_fingerprint", "must be an OpenSSH SHA256 fingerprint (SHA256: and 43 base64 characters)")
+	case !validFingerprint(e.Expected):
+		return bad("expected_key_fingerprint", "must be an OpenSSH SHA256 fingerprint (SHA256: and 43 base64 characters)")
+	case e.Presented == e.Expected:
+		return bad("presented_key_fingerprint", "is the expected one: that is no mismatch")
+	case e.Kind != KindNone || e.Session != 0 || e.PTY || e.Forward != "" || e.JWTUser != "" || e.Duration != 0:
+		return bad("kind", "and the session fields are not for a host key mismatch")
+	}
+	return nil
+}
+
+// validFingerprint: ssh.FingerprintSHA256's form, SHA256: and the
+// digest in unpadded standard base64.
+func validFingerprint(f string) bool {
+	b64, ok := strings.CutPrefix(f, "SHA256:")
+	if !ok || len(b64) != 43 {
+		return false
+	}
+	for _, r := range b64 {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '+' || r == '/') {
+			return false
+		}
+	}
+	return true
 }
 
 // validUser: a POSIX-portable user name (what useradd accepts by
@@ -247,11 +307,12 @@ func (r *Recorder) Reporters() int {
 }
 
 // Record writes the events reported by target (the peer whose SSH server
-// it is), and a note of dropped events if the agent lost some, in one
-// transaction: all or nothing. Events whose source is not another peer
-// of target's account are left out (a peer deleted since, or a stranger
-// on the overlay); a JWTUser that is no user of the account is not
-// recorded as one (the event says so). It returns how many were written.
+// it is; for a HostKeyMismatch the client, whose Target is the peer it
+// dialed), and a note of dropped events if the agent lost some, in one
+// transaction: all or nothing. Events whose source (for a mismatch: its
+// target) is not another peer of target's account are left out (a peer
+// deleted since, or a stranger on the overlay); a JWTUser that is no
+// user of the account is not recorded as one (the event says so). It returns how many were written.
 // Check the batch (CheckBatch) and Admit it first.
 func (r *Recorder) Record(ctx context.Context, target account.Peer, evs []Event, dropped uint64) (int, error) {
 	written := 0
@@ -261,6 +322,30 @@ func (r *Recorder) Record(ctx context.Context, target account.Peer, evs []Event,
 		sources := map[netip.Addr]*account.Peer{}
 		users := map[string]bool{}
 		for _, e := range evs {
+			if e.Type == HostKeyMismatch {
+				// Looked up as sources are: by overlay address, in the
+				// reporter's account only.
+				dialed, ok := sources[e.Target]
+				if !ok {
+					p, err := at.PeerByIP(ctx, e.Target)
+					switch {
+					case errors.Is(err, store.ErrNotFound):
+					case err != nil:
+						return fmt.Errorf("target peer %s: %w", e.Target, err)
+					default:
+						dialed = &p
+					}
+					sources[e.Target] = dialed
+				}
+				if dialed == nil || dialed.ID == target.ID {
+					continue
+				}
+				if _, err := at.InsertEvent(ctx, mismatchActivity(target, *dialed, e)); err != nil {
+					return fmt.Errorf("recording an SSH host key mismatch: %w", err)
+				}
+				written++
+				continue
+			}
 			src, ok := sources[e.Source]
 			if !ok {
 				p, err := at.PeerByIP(ctx, e.Source)
@@ -354,4 +439,22 @@ func activity(target, src account.Peer, e Event, jwtKnown bool) account.Event {
 		meta["reason"] = e.Reason
 	}
 	return account.Event{At: e.At.UTC(), Activity: code, Initiator: initiator, Target: string(target.ID), Meta: meta}
+}
+
+// mismatchActivity is the activity-log entry of a host key mismatch the
+// reporter's client saw dialing the peer dialed: initiated by the
+// reporter (the peer whose client refused the server), about the peer
+// dialed, reported_by the reporter. It says a server at that address
+// showed another key, not who forged it: the reporter vouches only for
+// what its client saw.
+func mismatchActivity(reporter, dialed account.Peer, e Event) account.Event {
+	meta := map[string]string{
+		"reported_by": string(reporter.ID),
+		"name":        dialed.Name, "ip": e.Target.String(), "port": strconv.Itoa(int(e.Port)),
+		"source_peer_id": string(reporter.ID), "source_name": reporter.Name, "source_ip": reporter.IP.String(),
+		"unix_user":                 e.User,
+		"presented_key_fingerprint": e.Presented,
+		"expected_key_fingerprint":  e.Expected,
+	}
+	return account.Event{At: e.At.UTC(), Activity: CodeHostKeyMismatch, Initiator: string(reporter.ID), Target: string(dialed.ID), Meta: meta}
 }

@@ -17,6 +17,87 @@ func good() Event {
 	return Event{Type: Start, Source: netip.MustParseAddr("100.64.0.2"), User: "alice", Kind: Shell, At: now}
 }
 
+// Fingerprints of two different keys, as ssh.FingerprintSHA256 writes them.
+const (
+	fpA = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU"
+	fpB = "SHA256:ypeBEsobvcr6wjGzmiPcTaeG7/gUfE5yuYB3ha/uSLs"
+)
+
+// mismatch is a valid host key mismatch: the reporter dialed 100.64.0.1.
+func mismatch() Event {
+	return Event{Type: HostKeyMismatch, Target: netip.MustParseAddr("100.64.0.1"), Port: 22, User: "alice", At: now, Presented: fpA, Expected: fpB}
+}
+
+// TestCheckMismatch: a host key mismatch has a target, a port and two
+// different fingerprints, no source (the reporter is the source) and
+// nothing of a session; other events have none of its fields.
+func TestCheckMismatch(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		mut   func(*Event)
+		field string
+	}{
+		{"mismatch", func(*Event) {}, ""},
+		{"ipv6 target", func(e *Event) { e.Target = netip.MustParseAddr("fd00:1234::1") }, ""},
+		{"no user", func(e *Event) { e.User = "" }, ""},
+		{"source set", func(e *Event) { e.Source = netip.MustParseAddr("100.64.0.2") }, "source_ip"},
+		{"no target", func(e *Event) { e.Target = netip.Addr{} }, "target_ip"},
+		{"zoned target", func(e *Event) { e.Target = netip.MustParseAddr("fe80::1%eth0") }, "target_ip"},
+		{"no port", func(e *Event) { e.Port = 0 }, "target_port"},
+		{"same keys", func(e *Event) { e.Expected = e.Presented }, "presented_key_fingerprint"},
+		{"md5 fingerprint", func(e *Event) { e.Presented = "MD5:16:27:ac:a5:76:28:2d:36:63:1b:56:4d:eb:df:a6:48" }, "presented_key_fingerprint"},
+		{"short fingerprint", func(e *Event) { e.Expected = fpB[:40] }, "expected_key_fingerprint"},
+		{"fingerprint with control", func(e *Event) { e.Expected = fpB[:49] + "\x1b" }, "expected_key_fingerprint"},
+		{"kind", func(e *Event) { e.Kind = Shell }, "kind"},
+		{"session", func(e *Event) { e.Session = 3 }, "kind"},
+		{"jwt user", func(e *Event) { e.JWTUser = "u1" }, "kind"},
+		{"reason", func(e *Event) { e.Reason = "forged" }, "reason"},
+		{"bad user", func(e *Event) { e.User = "-oProxyCommand" }, "unix_user"},
+		{"old", func(e *Event) { e.At = now.Add(-MaxAge - time.Second) }, "at"},
+		{"start with a target", func(e *Event) { *e = good(); e.Target = netip.MustParseAddr("100.64.0.1") }, "target_ip"},
+		{"refusal with fingerprints", func(e *Event) {
+			*e = good()
+			e.Type, e.Kind, e.Reason, e.Presented = Refused, KindNone, "no", fpA
+		}, "target_ip"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := mismatch()
+			tc.mut(&e)
+			err := Check(e, now)
+			switch {
+			case tc.field == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.field != "" && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.field)):
+				t.Fatalf("got %v, want ErrInvalid naming %s", err, tc.field)
+			}
+		})
+	}
+}
+
+// TestMismatchActivity: reported by and initiated by the client's peer,
+// about the peer dialed, with both fingerprints, the port and the user.
+func TestMismatchActivity(t *testing.T) {
+	reporter := account.Peer{ID: "s", Name: "laptop", IP: netip.MustParseAddr("100.64.0.2"), UserID: "u1"}
+	dialed := account.Peer{ID: "t", Name: "db", IP: netip.MustParseAddr("100.64.0.1")}
+	got := mismatchActivity(reporter, dialed, mismatch())
+	want := map[string]string{"reported_by": "s", "source_peer_id": "s", "source_name": "laptop", "source_ip": "100.64.0.2",
+		"name": "db", "ip": "100.64.0.1", "port": "22", "unix_user": "alice", "presented_key_fingerprint": fpA, "expected_key_fingerprint": fpB}
+	if got.Activity != CodeHostKeyMismatch || got.Initiator != "s" || got.Target != "t" || !got.At.Equal(now) {
+		t.Fatalf("got %+v", got)
+	}
+	for k, v := range want {
+		if got.Meta[k] != v {
+			t.Errorf("meta %s = %q, want %q", k, got.Meta[k], v)
+		}
+	}
+	if len(got.Meta) != len(want) {
+		t.Errorf("meta %v, want exactly %v", got.Meta, want)
+	}
+	if _, ok := account.Activities[CodeHostKeyMismatch]; !ok {
+		t.Errorf("%s is not in account.Activities", CodeHostKeyMismatch)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -28,6 +28,115 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ReportSSHHostKeyMismatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The overlay address and port dialed; the address must be a peer of
+	// this peer's map.
+	PeerIp string `protobuf:"bytes,1,opt,name=peerIp,proto3" json:"peerIp,omitempty"`
+	Port   uint32 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	// The Unix user the client asked to log in as.
+	UnixUser string `protobuf:"bytes,3,opt,name=unixUser,proto3" json:"unixUser,omitempty"`
+	// The host key the server presented, in wire (RFC 4253) form; the
+	// daemon compares it with the map's key itself.
+	PresentedHostKey []byte `protobuf:"bytes,4,opt,name=presentedHostKey,proto3" json:"presentedHostKey,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ReportSSHHostKeyMismatchRequest) Reset() {
+	*x = ReportSSHHostKeyMismatchRequest{}
+	mi := &file_daemon_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportSSHHostKeyMismatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportSSHHostKeyMismatchRequest) ProtoMessage() {}
+
+func (x *ReportSSHHostKeyMismatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_daemon_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportSSHHostKeyMismatchRequest.ProtoReflect.Descriptor instead.
+func (*ReportSSHHostKeyMismatchRequest) Descriptor() ([]byte, []int) {
+	return file_daemon_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ReportSSHHostKeyMismatchRequest) GetPeerIp() string {
+	if x != nil {
+		return x.PeerIp
+	}
+	return ""
+}
+
+func (x *ReportSSHHostKeyMismatchRequest) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *ReportSSHHostKeyMismatchRequest) GetUnixUser() string {
+	if x != nil {
+		return x.UnixUser
+	}
+	return ""
+}
+
+func (x *ReportSSHHostKeyMismatchRequest) GetPresentedHostKey() []byte {
+	if x != nil {
+		return x.PresentedHostKey
+	}
+	return nil
+}
+
+type ReportSSHHostKeyMismatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportSSHHostKeyMismatchResponse) Reset() {
+	*x = ReportSSHHostKeyMismatchResponse{}
+	mi := &file_daemon_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportSSHHostKeyMismatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportSSHHostKeyMismatchResponse) ProtoMessage() {}
+
+func (x *ReportSSHHostKeyMismatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_daemon_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportSSHHostKeyMismatchResponse.ProtoReflect.Descriptor instead.
+func (*ReportSSHHostKeyMismatchResponse) Descriptor() ([]byte, []int) {
+	return file_daemon_proto_rawDescGZIP(), []int{1}
+}
+
 type RotateSSHKeyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -36,7 +145,7 @@ type RotateSSHKeyRequest struct {
 
 func (x *RotateSSHKeyRequest) Reset() {
 	*x = RotateSSHKeyRequest{}
-	mi := &file_daemon_proto_msgTypes[0]
+	mi := &file_daemon_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +157,7 @@ func (x *RotateSSHKeyRequest) String() string {
 func (*RotateSSHKeyRequest) ProtoMessage() {}
 
 func (x *RotateSSHKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[0]
+	mi := &file_daemon_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +170,7 @@ func (x *RotateSSHKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSSHKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateSSHKeyRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{0}
+	return file_daemon_proto_rawDescGZIP(), []int{2}
 }
 
 type RotateSSHKeyResponse struct {
@@ -75,7 +184,7 @@ type RotateSSHKeyResponse struct {
 
 func (x *RotateSSHKeyResponse) Reset() {
 	*x = RotateSSHKeyResponse{}
-	mi := &file_daemon_proto_msgTypes[1]
+	mi := &file_daemon_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -87,7 +196,7 @@ func (x *RotateSSHKeyResponse) String() string {
 func (*RotateSSHKeyResponse) ProtoMessage() {}
 
 func (x *RotateSSHKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[1]
+	mi := &file_daemon_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -100,7 +209,7 @@ func (x *RotateSSHKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSSHKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateSSHKeyResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{1}
+	return file_daemon_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RotateSSHKeyResponse) GetSshPubKey() string {
@@ -127,7 +236,7 @@ type SwitchProfileRequest struct {
 
 func (x *SwitchProfileRequest) Reset() {
 	*x = SwitchProfileRequest{}
-	mi := &file_daemon_proto_msgTypes[2]
+	mi := &file_daemon_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -139,7 +248,7 @@ func (x *SwitchProfileRequest) String() string {
 func (*SwitchProfileRequest) ProtoMessage() {}
 
 func (x *SwitchProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[2]
+	mi := &file_daemon_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -152,7 +261,7 @@ func (x *SwitchProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchProfileRequest.ProtoReflect.Descriptor instead.
 func (*SwitchProfileRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{2}
+	return file_daemon_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SwitchProfileRequest) GetProfileName() string {
@@ -177,7 +286,7 @@ type SwitchProfileResponse struct {
 
 func (x *SwitchProfileResponse) Reset() {
 	*x = SwitchProfileResponse{}
-	mi := &file_daemon_proto_msgTypes[3]
+	mi := &file_daemon_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -189,7 +298,7 @@ func (x *SwitchProfileResponse) String() string {
 func (*SwitchProfileResponse) ProtoMessage() {}
 
 func (x *SwitchProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[3]
+	mi := &file_daemon_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -202,7 +311,7 @@ func (x *SwitchProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchProfileResponse.ProtoReflect.Descriptor instead.
 func (*SwitchProfileResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{3}
+	return file_daemon_proto_rawDescGZIP(), []int{5}
 }
 
 type AddProfileRequest struct {
@@ -215,7 +324,7 @@ type AddProfileRequest struct {
 
 func (x *AddProfileRequest) Reset() {
 	*x = AddProfileRequest{}
-	mi := &file_daemon_proto_msgTypes[4]
+	mi := &file_daemon_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -227,7 +336,7 @@ func (x *AddProfileRequest) String() string {
 func (*AddProfileRequest) ProtoMessage() {}
 
 func (x *AddProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[4]
+	mi := &file_daemon_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -240,7 +349,7 @@ func (x *AddProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddProfileRequest.ProtoReflect.Descriptor instead.
 func (*AddProfileRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{4}
+	return file_daemon_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AddProfileRequest) GetUsername() string {
@@ -265,7 +374,7 @@ type AddProfileResponse struct {
 
 func (x *AddProfileResponse) Reset() {
 	*x = AddProfileResponse{}
-	mi := &file_daemon_proto_msgTypes[5]
+	mi := &file_daemon_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -277,7 +386,7 @@ func (x *AddProfileResponse) String() string {
 func (*AddProfileResponse) ProtoMessage() {}
 
 func (x *AddProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[5]
+	mi := &file_daemon_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -290,7 +399,7 @@ func (x *AddProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddProfileResponse.ProtoReflect.Descriptor instead.
 func (*AddProfileResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{5}
+	return file_daemon_proto_rawDescGZIP(), []int{7}
 }
 
 type RemoveProfileRequest struct {
@@ -303,7 +412,7 @@ type RemoveProfileRequest struct {
 
 func (x *RemoveProfileRequest) Reset() {
 	*x = RemoveProfileRequest{}
-	mi := &file_daemon_proto_msgTypes[6]
+	mi := &file_daemon_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -315,7 +424,7 @@ func (x *RemoveProfileRequest) String() string {
 func (*RemoveProfileRequest) ProtoMessage() {}
 
 func (x *RemoveProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[6]
+	mi := &file_daemon_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -328,7 +437,7 @@ func (x *RemoveProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveProfileRequest.ProtoReflect.Descriptor instead.
 func (*RemoveProfileRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{6}
+	return file_daemon_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RemoveProfileRequest) GetUsername() string {
@@ -353,7 +462,7 @@ type RemoveProfileResponse struct {
 
 func (x *RemoveProfileResponse) Reset() {
 	*x = RemoveProfileResponse{}
-	mi := &file_daemon_proto_msgTypes[7]
+	mi := &file_daemon_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -365,7 +474,7 @@ func (x *RemoveProfileResponse) String() string {
 func (*RemoveProfileResponse) ProtoMessage() {}
 
 func (x *RemoveProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[7]
+	mi := &file_daemon_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -378,7 +487,7 @@ func (x *RemoveProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveProfileResponse.ProtoReflect.Descriptor instead.
 func (*RemoveProfileResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{7}
+	return file_daemon_proto_rawDescGZIP(), []int{9}
 }
 
 type ListProfilesRequest struct {
@@ -390,7 +499,7 @@ type ListProfilesRequest struct {
 
 func (x *ListProfilesRequest) Reset() {
 	*x = ListProfilesRequest{}
-	mi := &file_daemon_proto_msgTypes[8]
+	mi := &file_daemon_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +511,7 @@ func (x *ListProfilesRequest) String() string {
 func (*ListProfilesRequest) ProtoMessage() {}
 
 func (x *ListProfilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[8]
+	mi := &file_daemon_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +524,7 @@ func (x *ListProfilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProfilesRequest.ProtoReflect.Descriptor instead.
 func (*ListProfilesRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{8}
+	return file_daemon_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListProfilesRequest) GetUsername() string {
@@ -434,7 +543,7 @@ type ListProfilesResponse struct {
 
 func (x *ListProfilesResponse) Reset() {
 	*x = ListProfilesResponse{}
-	mi := &file_daemon_proto_msgTypes[9]
+	mi := &file_daemon_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +555,7 @@ func (x *ListProfilesResponse) String() string {
 func (*ListProfilesResponse) ProtoMessage() {}
 
 func (x *ListProfilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[9]
+	mi := &file_daemon_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,7 +568,7 @@ func (x *ListProfilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProfilesResponse.ProtoReflect.Descriptor instead.
 func (*ListProfilesResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{9}
+	return file_daemon_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListProfilesResponse) GetProfiles() []*Profile {
@@ -481,7 +590,7 @@ type Profile struct {
 
 func (x *Profile) Reset() {
 	*x = Profile{}
-	mi := &file_daemon_proto_msgTypes[10]
+	mi := &file_daemon_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +602,7 @@ func (x *Profile) String() string {
 func (*Profile) ProtoMessage() {}
 
 func (x *Profile) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[10]
+	mi := &file_daemon_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +615,7 @@ func (x *Profile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Profile.ProtoReflect.Descriptor instead.
 func (*Profile) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{10}
+	return file_daemon_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Profile) GetName() string {
@@ -538,7 +647,7 @@ type GetActiveProfileRequest struct {
 
 func (x *GetActiveProfileRequest) Reset() {
 	*x = GetActiveProfileRequest{}
-	mi := &file_daemon_proto_msgTypes[11]
+	mi := &file_daemon_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +659,7 @@ func (x *GetActiveProfileRequest) String() string {
 func (*GetActiveProfileRequest) ProtoMessage() {}
 
 func (x *GetActiveProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[11]
+	mi := &file_daemon_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +672,7 @@ func (x *GetActiveProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetActiveProfileRequest.ProtoReflect.Descriptor instead.
 func (*GetActiveProfileRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{11}
+	return file_daemon_proto_rawDescGZIP(), []int{13}
 }
 
 type GetActiveProfileResponse struct {
@@ -576,7 +685,7 @@ type GetActiveProfileResponse struct {
 
 func (x *GetActiveProfileResponse) Reset() {
 	*x = GetActiveProfileResponse{}
-	mi := &file_daemon_proto_msgTypes[12]
+	mi := &file_daemon_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +697,7 @@ func (x *GetActiveProfileResponse) String() string {
 func (*GetActiveProfileResponse) ProtoMessage() {}
 
 func (x *GetActiveProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[12]
+	mi := &file_daemon_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +710,7 @@ func (x *GetActiveProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetActiveProfileResponse.ProtoReflect.Descriptor instead.
 func (*GetActiveProfileResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{12}
+	return file_daemon_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetActiveProfileResponse) GetProfileName() string {
@@ -671,7 +780,7 @@ type LoginRequest struct {
 
 func (x *LoginRequest) Reset() {
 	*x = LoginRequest{}
-	mi := &file_daemon_proto_msgTypes[13]
+	mi := &file_daemon_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +792,7 @@ func (x *LoginRequest) String() string {
 func (*LoginRequest) ProtoMessage() {}
 
 func (x *LoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[13]
+	mi := &file_daemon_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +805,7 @@ func (x *LoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginRequest.ProtoReflect.Descriptor instead.
 func (*LoginRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{13}
+	return file_daemon_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LoginRequest) GetSetupKey() string {
@@ -866,7 +975,7 @@ type LoginResponse struct {
 
 func (x *LoginResponse) Reset() {
 	*x = LoginResponse{}
-	mi := &file_daemon_proto_msgTypes[14]
+	mi := &file_daemon_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +987,7 @@ func (x *LoginResponse) String() string {
 func (*LoginResponse) ProtoMessage() {}
 
 func (x *LoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[14]
+	mi := &file_daemon_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1000,7 @@ func (x *LoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginResponse.ProtoReflect.Descriptor instead.
 func (*LoginResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{14}
+	return file_daemon_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LoginResponse) GetNeedsSSOLogin() bool {
@@ -932,7 +1041,7 @@ type WaitSSOLoginRequest struct {
 
 func (x *WaitSSOLoginRequest) Reset() {
 	*x = WaitSSOLoginRequest{}
-	mi := &file_daemon_proto_msgTypes[15]
+	mi := &file_daemon_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +1053,7 @@ func (x *WaitSSOLoginRequest) String() string {
 func (*WaitSSOLoginRequest) ProtoMessage() {}
 
 func (x *WaitSSOLoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[15]
+	mi := &file_daemon_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1066,7 @@ func (x *WaitSSOLoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitSSOLoginRequest.ProtoReflect.Descriptor instead.
 func (*WaitSSOLoginRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{15}
+	return file_daemon_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WaitSSOLoginRequest) GetUserCode() string {
@@ -983,7 +1092,7 @@ type WaitSSOLoginResponse struct {
 
 func (x *WaitSSOLoginResponse) Reset() {
 	*x = WaitSSOLoginResponse{}
-	mi := &file_daemon_proto_msgTypes[16]
+	mi := &file_daemon_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1104,7 @@ func (x *WaitSSOLoginResponse) String() string {
 func (*WaitSSOLoginResponse) ProtoMessage() {}
 
 func (x *WaitSSOLoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[16]
+	mi := &file_daemon_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1117,7 @@ func (x *WaitSSOLoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitSSOLoginResponse.ProtoReflect.Descriptor instead.
 func (*WaitSSOLoginResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{16}
+	return file_daemon_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WaitSSOLoginResponse) GetEmail() string {
@@ -1029,7 +1138,7 @@ type UpRequest struct {
 
 func (x *UpRequest) Reset() {
 	*x = UpRequest{}
-	mi := &file_daemon_proto_msgTypes[17]
+	mi := &file_daemon_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1150,7 @@ func (x *UpRequest) String() string {
 func (*UpRequest) ProtoMessage() {}
 
 func (x *UpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[17]
+	mi := &file_daemon_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1163,7 @@ func (x *UpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpRequest.ProtoReflect.Descriptor instead.
 func (*UpRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{17}
+	return file_daemon_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpRequest) GetProfileName() string {
@@ -1086,7 +1195,7 @@ type UpResponse struct {
 
 func (x *UpResponse) Reset() {
 	*x = UpResponse{}
-	mi := &file_daemon_proto_msgTypes[18]
+	mi := &file_daemon_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1207,7 @@ func (x *UpResponse) String() string {
 func (*UpResponse) ProtoMessage() {}
 
 func (x *UpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[18]
+	mi := &file_daemon_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1220,7 @@ func (x *UpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpResponse.ProtoReflect.Descriptor instead.
 func (*UpResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{18}
+	return file_daemon_proto_rawDescGZIP(), []int{20}
 }
 
 type StatusRequest struct {
@@ -1125,7 +1234,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_daemon_proto_msgTypes[19]
+	mi := &file_daemon_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1246,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[19]
+	mi := &file_daemon_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1259,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{19}
+	return file_daemon_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StatusRequest) GetGetFullPeerStatus() bool {
@@ -1188,7 +1297,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_daemon_proto_msgTypes[20]
+	mi := &file_daemon_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1309,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[20]
+	mi := &file_daemon_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1322,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{20}
+	return file_daemon_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StatusResponse) GetStatus() string {
@@ -1268,7 +1377,7 @@ type FullStatus struct {
 
 func (x *FullStatus) Reset() {
 	*x = FullStatus{}
-	mi := &file_daemon_proto_msgTypes[21]
+	mi := &file_daemon_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1389,7 @@ func (x *FullStatus) String() string {
 func (*FullStatus) ProtoMessage() {}
 
 func (x *FullStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[21]
+	mi := &file_daemon_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1402,7 @@ func (x *FullStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FullStatus.ProtoReflect.Descriptor instead.
 func (*FullStatus) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{21}
+	return file_daemon_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FullStatus) GetManagementState() *ManagementState {
@@ -1352,7 +1461,7 @@ type ManagementState struct {
 
 func (x *ManagementState) Reset() {
 	*x = ManagementState{}
-	mi := &file_daemon_proto_msgTypes[22]
+	mi := &file_daemon_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1473,7 @@ func (x *ManagementState) String() string {
 func (*ManagementState) ProtoMessage() {}
 
 func (x *ManagementState) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[22]
+	mi := &file_daemon_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1486,7 @@ func (x *ManagementState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManagementState.ProtoReflect.Descriptor instead.
 func (*ManagementState) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{22}
+	return file_daemon_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ManagementState) GetURL() string {
@@ -1419,7 +1528,7 @@ type SignalState struct {
 
 func (x *SignalState) Reset() {
 	*x = SignalState{}
-	mi := &file_daemon_proto_msgTypes[23]
+	mi := &file_daemon_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1431,7 +1540,7 @@ func (x *SignalState) String() string {
 func (*SignalState) ProtoMessage() {}
 
 func (x *SignalState) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[23]
+	mi := &file_daemon_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1444,7 +1553,7 @@ func (x *SignalState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalState.ProtoReflect.Descriptor instead.
 func (*SignalState) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{23}
+	return file_daemon_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SignalState) GetURL() string {
@@ -1479,7 +1588,7 @@ type RelayState struct {
 
 func (x *RelayState) Reset() {
 	*x = RelayState{}
-	mi := &file_daemon_proto_msgTypes[24]
+	mi := &file_daemon_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1600,7 @@ func (x *RelayState) String() string {
 func (*RelayState) ProtoMessage() {}
 
 func (x *RelayState) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[24]
+	mi := &file_daemon_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1613,7 @@ func (x *RelayState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayState.ProtoReflect.Descriptor instead.
 func (*RelayState) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{24}
+	return file_daemon_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RelayState) GetURI() string {
@@ -1560,7 +1669,7 @@ type LocalPeerState struct {
 
 func (x *LocalPeerState) Reset() {
 	*x = LocalPeerState{}
-	mi := &file_daemon_proto_msgTypes[25]
+	mi := &file_daemon_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1681,7 @@ func (x *LocalPeerState) String() string {
 func (*LocalPeerState) ProtoMessage() {}
 
 func (x *LocalPeerState) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[25]
+	mi := &file_daemon_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1694,7 @@ func (x *LocalPeerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalPeerState.ProtoReflect.Descriptor instead.
 func (*LocalPeerState) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{25}
+	return file_daemon_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LocalPeerState) GetIP() string {
@@ -1709,7 +1818,7 @@ type PeerState struct {
 
 func (x *PeerState) Reset() {
 	*x = PeerState{}
-	mi := &file_daemon_proto_msgTypes[26]
+	mi := &file_daemon_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1830,7 @@ func (x *PeerState) String() string {
 func (*PeerState) ProtoMessage() {}
 
 func (x *PeerState) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[26]
+	mi := &file_daemon_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1843,7 @@ func (x *PeerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerState.ProtoReflect.Descriptor instead.
 func (*PeerState) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{26}
+	return file_daemon_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PeerState) GetIP() string {
@@ -1878,7 +1987,7 @@ type DownRequest struct {
 
 func (x *DownRequest) Reset() {
 	*x = DownRequest{}
-	mi := &file_daemon_proto_msgTypes[27]
+	mi := &file_daemon_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +1999,7 @@ func (x *DownRequest) String() string {
 func (*DownRequest) ProtoMessage() {}
 
 func (x *DownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[27]
+	mi := &file_daemon_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2012,7 @@ func (x *DownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownRequest.ProtoReflect.Descriptor instead.
 func (*DownRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{27}
+	return file_daemon_proto_rawDescGZIP(), []int{29}
 }
 
 type DownResponse struct {
@@ -1914,7 +2023,7 @@ type DownResponse struct {
 
 func (x *DownResponse) Reset() {
 	*x = DownResponse{}
-	mi := &file_daemon_proto_msgTypes[28]
+	mi := &file_daemon_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +2035,7 @@ func (x *DownResponse) String() string {
 func (*DownResponse) ProtoMessage() {}
 
 func (x *DownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[28]
+	mi := &file_daemon_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +2048,7 @@ func (x *DownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownResponse.ProtoReflect.Descriptor instead.
 func (*DownResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{28}
+	return file_daemon_proto_rawDescGZIP(), []int{30}
 }
 
 type GetConfigRequest struct {
@@ -1952,7 +2061,7 @@ type GetConfigRequest struct {
 
 func (x *GetConfigRequest) Reset() {
 	*x = GetConfigRequest{}
-	mi := &file_daemon_proto_msgTypes[29]
+	mi := &file_daemon_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1964,7 +2073,7 @@ func (x *GetConfigRequest) String() string {
 func (*GetConfigRequest) ProtoMessage() {}
 
 func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[29]
+	mi := &file_daemon_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1977,7 +2086,7 @@ func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{29}
+	return file_daemon_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetConfigRequest) GetProfileName() string {
@@ -2011,7 +2120,7 @@ type GetConfigResponse struct {
 
 func (x *GetConfigResponse) Reset() {
 	*x = GetConfigResponse{}
-	mi := &file_daemon_proto_msgTypes[30]
+	mi := &file_daemon_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2132,7 @@ func (x *GetConfigResponse) String() string {
 func (*GetConfigResponse) ProtoMessage() {}
 
 func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[30]
+	mi := &file_daemon_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2145,7 @@ func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{30}
+	return file_daemon_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetConfigResponse) GetManagementUrl() string {
@@ -2098,7 +2207,7 @@ type LogoutRequest struct {
 
 func (x *LogoutRequest) Reset() {
 	*x = LogoutRequest{}
-	mi := &file_daemon_proto_msgTypes[31]
+	mi := &file_daemon_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2110,7 +2219,7 @@ func (x *LogoutRequest) String() string {
 func (*LogoutRequest) ProtoMessage() {}
 
 func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[31]
+	mi := &file_daemon_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2123,7 +2232,7 @@ func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutRequest.ProtoReflect.Descriptor instead.
 func (*LogoutRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{31}
+	return file_daemon_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *LogoutRequest) GetProfileName() string {
@@ -2148,7 +2257,7 @@ type LogoutResponse struct {
 
 func (x *LogoutResponse) Reset() {
 	*x = LogoutResponse{}
-	mi := &file_daemon_proto_msgTypes[32]
+	mi := &file_daemon_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2160,7 +2269,7 @@ func (x *LogoutResponse) String() string {
 func (*LogoutResponse) ProtoMessage() {}
 
 func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[32]
+	mi := &file_daemon_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2173,7 +2282,7 @@ func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutResponse.ProtoReflect.Descriptor instead.
 func (*LogoutResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{32}
+	return file_daemon_proto_rawDescGZIP(), []int{34}
 }
 
 type ListNetworksRequest struct {
@@ -2184,7 +2293,7 @@ type ListNetworksRequest struct {
 
 func (x *ListNetworksRequest) Reset() {
 	*x = ListNetworksRequest{}
-	mi := &file_daemon_proto_msgTypes[33]
+	mi := &file_daemon_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2305,7 @@ func (x *ListNetworksRequest) String() string {
 func (*ListNetworksRequest) ProtoMessage() {}
 
 func (x *ListNetworksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[33]
+	mi := &file_daemon_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2318,7 @@ func (x *ListNetworksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNetworksRequest.ProtoReflect.Descriptor instead.
 func (*ListNetworksRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{33}
+	return file_daemon_proto_rawDescGZIP(), []int{35}
 }
 
 type ListNetworksResponse struct {
@@ -2221,7 +2330,7 @@ type ListNetworksResponse struct {
 
 func (x *ListNetworksResponse) Reset() {
 	*x = ListNetworksResponse{}
-	mi := &file_daemon_proto_msgTypes[34]
+	mi := &file_daemon_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2342,7 @@ func (x *ListNetworksResponse) String() string {
 func (*ListNetworksResponse) ProtoMessage() {}
 
 func (x *ListNetworksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[34]
+	mi := &file_daemon_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2355,7 @@ func (x *ListNetworksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNetworksResponse.ProtoReflect.Descriptor instead.
 func (*ListNetworksResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{34}
+	return file_daemon_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListNetworksResponse) GetRoutes() []*Network {
@@ -2267,7 +2376,7 @@ type SelectNetworksRequest struct {
 
 func (x *SelectNetworksRequest) Reset() {
 	*x = SelectNetworksRequest{}
-	mi := &file_daemon_proto_msgTypes[35]
+	mi := &file_daemon_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2388,7 @@ func (x *SelectNetworksRequest) String() string {
 func (*SelectNetworksRequest) ProtoMessage() {}
 
 func (x *SelectNetworksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[35]
+	mi := &file_daemon_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2401,7 @@ func (x *SelectNetworksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelectNetworksRequest.ProtoReflect.Descriptor instead.
 func (*SelectNetworksRequest) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{35}
+	return file_daemon_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SelectNetworksRequest) GetNetworkIDs() []string {
@@ -2324,7 +2433,7 @@ type SelectNetworksResponse struct {
 
 func (x *SelectNetworksResponse) Reset() {
 	*x = SelectNetworksResponse{}
-	mi := &file_daemon_proto_msgTypes[36]
+	mi := &file_daemon_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2336,7 +2445,7 @@ func (x *SelectNetworksResponse) String() string {
 func (*SelectNetworksResponse) ProtoMessage() {}
 
 func (x *SelectNetworksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[36]
+	mi := &file_daemon_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2349,7 +2458,7 @@ func (x *SelectNetworksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelectNetworksResponse.ProtoReflect.Descriptor instead.
 func (*SelectNetworksResponse) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{36}
+	return file_daemon_proto_rawDescGZIP(), []int{38}
 }
 
 type IPList struct {
@@ -2361,7 +2470,7 @@ type IPList struct {
 
 func (x *IPList) Reset() {
 	*x = IPList{}
-	mi := &file_daemon_proto_msgTypes[37]
+	mi := &file_daemon_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2373,7 +2482,7 @@ func (x *IPList) String() string {
 func (*IPList) ProtoMessage() {}
 
 func (x *IPList) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[37]
+	mi := &file_daemon_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2386,7 +2495,7 @@ func (x *IPList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPList.ProtoReflect.Descriptor instead.
 func (*IPList) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{37}
+	return file_daemon_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *IPList) GetIps() []string {
@@ -2417,7 +2526,7 @@ type Network struct {
 
 func (x *Network) Reset() {
 	*x = Network{}
-	mi := &file_daemon_proto_msgTypes[38]
+	mi := &file_daemon_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2538,7 @@ func (x *Network) String() string {
 func (*Network) ProtoMessage() {}
 
 func (x *Network) ProtoReflect() protoreflect.Message {
-	mi := &file_daemon_proto_msgTypes[38]
+	mi := &file_daemon_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2551,7 @@ func (x *Network) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Network.ProtoReflect.Descriptor instead.
 func (*Network) Descriptor() ([]byte, []int) {
-	return file_daemon_proto_rawDescGZIP(), []int{38}
+	return file_daemon_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Network) GetID() string {
@@ -2505,7 +2614,13 @@ var File_daemon_proto protoreflect.FileDescriptor
 
 const file_daemon_proto_rawDesc = "" +
 	"\n" +
-	"\fdaemon.proto\x12\x06daemon\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/duration.proto\"\x15\n" +
+	"\fdaemon.proto\x12\x06daemon\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/duration.proto\"\x95\x01\n" +
+	"\x1fReportSSHHostKeyMismatchRequest\x12\x16\n" +
+	"\x06peerIp\x18\x01 \x01(\tR\x06peerIp\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1a\n" +
+	"\bunixUser\x18\x03 \x01(\tR\bunixUser\x12*\n" +
+	"\x10presentedHostKey\x18\x04 \x01(\fR\x10presentedHostKey\"\"\n" +
+	" ReportSSHHostKeyMismatchResponse\"\x15\n" +
 	"\x13RotateSSHKeyRequest\"X\n" +
 	"\x14RotateSSHKeyResponse\x12\x1c\n" +
 	"\tsshPubKey\x18\x01 \x01(\tR\tsshPubKey\x12\"\n" +
@@ -2714,7 +2829,7 @@ const file_daemon_proto_rawDesc = "" +
 	"\x06chosen\x18\xea\a \x01(\tR\x06chosen\x1aN\n" +
 	"\x10ResolvedIPsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
-	"\x05value\x18\x02 \x01(\v2\x0e.daemon.IPListR\x05value:\x028\x012\x81\t\n" +
+	"\x05value\x18\x02 \x01(\v2\x0e.daemon.IPListR\x05value:\x028\x012\xf2\t\n" +
 	"\rDaemonService\x126\n" +
 	"\x05Login\x12\x14.daemon.LoginRequest\x1a\x15.daemon.LoginResponse\"\x00\x12K\n" +
 	"\fWaitSSOLogin\x12\x1b.daemon.WaitSSOLoginRequest\x1a\x1c.daemon.WaitSSOLoginResponse\"\x00\x12-\n" +
@@ -2732,7 +2847,8 @@ const file_daemon_proto_rawDesc = "" +
 	"\fListNetworks\x12\x1b.daemon.ListNetworksRequest\x1a\x1c.daemon.ListNetworksResponse\"\x00\x12Q\n" +
 	"\x0eSelectNetworks\x12\x1d.daemon.SelectNetworksRequest\x1a\x1e.daemon.SelectNetworksResponse\"\x00\x12S\n" +
 	"\x10DeselectNetworks\x12\x1d.daemon.SelectNetworksRequest\x1a\x1e.daemon.SelectNetworksResponse\"\x00\x12K\n" +
-	"\fRotateSSHKey\x12\x1b.daemon.RotateSSHKeyRequest\x1a\x1c.daemon.RotateSSHKeyResponse\"\x00B6Z4github.com/wiremesh/wiremesh/proto/daemonpb;daemonpbb\x06proto3"
+	"\fRotateSSHKey\x12\x1b.daemon.RotateSSHKeyRequest\x1a\x1c.daemon.RotateSSHKeyResponse\"\x00\x12o\n" +
+	"\x18ReportSSHHostKeyMismatch\x12'.daemon.ReportSSHHostKeyMismatchRequest\x1a(.daemon.ReportSSHHostKeyMismatchResponse\"\x00B6Z4github.com/wiremesh/wiremesh/proto/daemonpb;daemonpbb\x06proto3"
 
 var (
 	file_daemon_proto_rawDescOnce sync.Once
@@ -2746,99 +2862,103 @@ func file_daemon_proto_rawDescGZIP() []byte {
 	return file_daemon_proto_rawDescData
 }
 
-var file_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_daemon_proto_goTypes = []any{
-	(*RotateSSHKeyRequest)(nil),      // 0: daemon.RotateSSHKeyRequest
-	(*RotateSSHKeyResponse)(nil),     // 1: daemon.RotateSSHKeyResponse
-	(*SwitchProfileRequest)(nil),     // 2: daemon.SwitchProfileRequest
-	(*SwitchProfileResponse)(nil),    // 3: daemon.SwitchProfileResponse
-	(*AddProfileRequest)(nil),        // 4: daemon.AddProfileRequest
-	(*AddProfileResponse)(nil),       // 5: daemon.AddProfileResponse
-	(*RemoveProfileRequest)(nil),     // 6: daemon.RemoveProfileRequest
-	(*RemoveProfileResponse)(nil),    // 7: daemon.RemoveProfileResponse
-	(*ListProfilesRequest)(nil),      // 8: daemon.ListProfilesRequest
-	(*ListProfilesResponse)(nil),     // 9: daemon.ListProfilesResponse
-	(*Profile)(nil),                  // 10: daemon.Profile
-	(*GetActiveProfileRequest)(nil),  // 11: daemon.GetActiveProfileRequest
-	(*GetActiveProfileResponse)(nil), // 12: daemon.GetActiveProfileResponse
-	(*LoginRequest)(nil),             // 13: daemon.LoginRequest
-	(*LoginResponse)(nil),            // 14: daemon.LoginResponse
-	(*WaitSSOLoginRequest)(nil),      // 15: daemon.WaitSSOLoginRequest
-	(*WaitSSOLoginResponse)(nil),     // 16: daemon.WaitSSOLoginResponse
-	(*UpRequest)(nil),                // 17: daemon.UpRequest
-	(*UpResponse)(nil),               // 18: daemon.UpResponse
-	(*StatusRequest)(nil),            // 19: daemon.StatusRequest
-	(*StatusResponse)(nil),           // 20: daemon.StatusResponse
-	(*FullStatus)(nil),               // 21: daemon.FullStatus
-	(*ManagementState)(nil),          // 22: daemon.ManagementState
-	(*SignalState)(nil),              // 23: daemon.SignalState
-	(*RelayState)(nil),               // 24: daemon.RelayState
-	(*LocalPeerState)(nil),           // 25: daemon.LocalPeerState
-	(*PeerState)(nil),                // 26: daemon.PeerState
-	(*DownRequest)(nil),              // 27: daemon.DownRequest
-	(*DownResponse)(nil),             // 28: daemon.DownResponse
-	(*GetConfigRequest)(nil),         // 29: daemon.GetConfigRequest
-	(*GetConfigResponse)(nil),        // 30: daemon.GetConfigResponse
-	(*LogoutRequest)(nil),            // 31: daemon.LogoutRequest
-	(*LogoutResponse)(nil),           // 32: daemon.LogoutResponse
-	(*ListNetworksRequest)(nil),      // 33: daemon.ListNetworksRequest
-	(*ListNetworksResponse)(nil),     // 34: daemon.ListNetworksResponse
-	(*SelectNetworksRequest)(nil),    // 35: daemon.SelectNetworksRequest
-	(*SelectNetworksResponse)(nil),   // 36: daemon.SelectNetworksResponse
-	(*IPList)(nil),                   // 37: daemon.IPList
-	(*Network)(nil),                  // 38: daemon.Network
-	nil,                              // 39: daemon.Network.ResolvedIPsEntry
-	(*timestamppb.Timestamp)(nil),    // 40: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 41: google.protobuf.Duration
+	(*ReportSSHHostKeyMismatchRequest)(nil),  // 0: daemon.ReportSSHHostKeyMismatchRequest
+	(*ReportSSHHostKeyMismatchResponse)(nil), // 1: daemon.ReportSSHHostKeyMismatchResponse
+	(*RotateSSHKeyRequest)(nil),              // 2: daemon.RotateSSHKeyRequest
+	(*RotateSSHKeyResponse)(nil),             // 3: daemon.RotateSSHKeyResponse
+	(*SwitchProfileRequest)(nil),             // 4: daemon.SwitchProfileRequest
+	(*SwitchProfileResponse)(nil),            // 5: daemon.SwitchProfileResponse
+	(*AddProfileRequest)(nil),                // 6: daemon.AddProfileRequest
+	(*AddProfileResponse)(nil),               // 7: daemon.AddProfileResponse
+	(*RemoveProfileRequest)(nil),             // 8: daemon.RemoveProfileRequest
+	(*RemoveProfileResponse)(nil),            // 9: daemon.RemoveProfileResponse
+	(*ListProfilesRequest)(nil),              // 10: daemon.ListProfilesRequest
+	(*ListProfilesResponse)(nil),             // 11: daemon.ListProfilesResponse
+	(*Profile)(nil),                          // 12: daemon.Profile
+	(*GetActiveProfileRequest)(nil),          // 13: daemon.GetActiveProfileRequest
+	(*GetActiveProfileResponse)(nil),         // 14: daemon.GetActiveProfileResponse
+	(*LoginRequest)(nil),                     // 15: daemon.LoginRequest
+	(*LoginResponse)(nil),                    // 16: daemon.LoginResponse
+	(*WaitSSOLoginRequest)(nil),              // 17: daemon.WaitSSOLoginRequest
+	(*WaitSSOLoginResponse)(nil),             // 18: daemon.WaitSSOLoginResponse
+	(*UpRequest)(nil),                        // 19: daemon.UpRequest
+	(*UpResponse)(nil),                       // 20: daemon.UpResponse
+	(*StatusRequest)(nil),                    // 21: daemon.StatusRequest
+	(*StatusResponse)(nil),                   // 22: daemon.StatusResponse
+	(*FullStatus)(nil),                       // 23: daemon.FullStatus
+	(*ManagementState)(nil),                  // 24: daemon.ManagementState
+	(*SignalState)(nil),                      // 25: daemon.SignalState
+	(*RelayState)(nil),                       // 26: daemon.RelayState
+	(*LocalPeerState)(nil),                   // 27: daemon.LocalPeerState
+	(*PeerState)(nil),                        // 28: daemon.PeerState
+	(*DownRequest)(nil),                      // 29: daemon.DownRequest
+	(*DownResponse)(nil),                     // 30: daemon.DownResponse
+	(*GetConfigRequest)(nil),                 // 31: daemon.GetConfigRequest
+	(*GetConfigResponse)(nil),                // 32: daemon.GetConfigResponse
+	(*LogoutRequest)(nil),                    // 33: daemon.LogoutRequest
+	(*LogoutResponse)(nil),                   // 34: daemon.LogoutResponse
+	(*ListNetworksRequest)(nil),              // 35: daemon.ListNetworksRequest
+	(*ListNetworksResponse)(nil),             // 36: daemon.ListNetworksResponse
+	(*SelectNetworksRequest)(nil),            // 37: daemon.SelectNetworksRequest
+	(*SelectNetworksResponse)(nil),           // 38: daemon.SelectNetworksResponse
+	(*IPList)(nil),                           // 39: daemon.IPList
+	(*Network)(nil),                          // 40: daemon.Network
+	nil,                                      // 41: daemon.Network.ResolvedIPsEntry
+	(*timestamppb.Timestamp)(nil),            // 42: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),              // 43: google.protobuf.Duration
 }
 var file_daemon_proto_depIdxs = []int32{
-	10, // 0: daemon.ListProfilesResponse.profiles:type_name -> daemon.Profile
-	21, // 1: daemon.StatusResponse.fullStatus:type_name -> daemon.FullStatus
-	22, // 2: daemon.FullStatus.managementState:type_name -> daemon.ManagementState
-	23, // 3: daemon.FullStatus.signalState:type_name -> daemon.SignalState
-	25, // 4: daemon.FullStatus.localPeerState:type_name -> daemon.LocalPeerState
-	26, // 5: daemon.FullStatus.peers:type_name -> daemon.PeerState
-	24, // 6: daemon.FullStatus.relays:type_name -> daemon.RelayState
-	40, // 7: daemon.PeerState.connStatusUpdate:type_name -> google.protobuf.Timestamp
-	40, // 8: daemon.PeerState.lastWireguardHandshake:type_name -> google.protobuf.Timestamp
-	41, // 9: daemon.PeerState.latency:type_name -> google.protobuf.Duration
-	38, // 10: daemon.ListNetworksResponse.routes:type_name -> daemon.Network
-	39, // 11: daemon.Network.resolvedIPs:type_name -> daemon.Network.ResolvedIPsEntry
-	37, // 12: daemon.Network.ResolvedIPsEntry.value:type_name -> daemon.IPList
-	13, // 13: daemon.DaemonService.Login:input_type -> daemon.LoginRequest
-	15, // 14: daemon.DaemonService.WaitSSOLogin:input_type -> daemon.WaitSSOLoginRequest
-	17, // 15: daemon.DaemonService.Up:input_type -> daemon.UpRequest
-	19, // 16: daemon.DaemonService.Status:input_type -> daemon.StatusRequest
-	27, // 17: daemon.DaemonService.Down:input_type -> daemon.DownRequest
-	29, // 18: daemon.DaemonService.GetConfig:input_type -> daemon.GetConfigRequest
-	31, // 19: daemon.DaemonService.Logout:input_type -> daemon.LogoutRequest
-	2,  // 20: daemon.DaemonService.SwitchProfile:input_type -> daemon.SwitchProfileRequest
-	4,  // 21: daemon.DaemonService.AddProfile:input_type -> daemon.AddProfileRequest
-	6,  // 22: daemon.DaemonService.RemoveProfile:input_type -> daemon.RemoveProfileRequest
-	8,  // 23: daemon.DaemonService.ListProfiles:input_type -> daemon.ListProfilesRequest
-	11, // 24: daemon.DaemonService.GetActiveProfile:input_type -> daemon.GetActiveProfileRequest
-	33, // 25: daemon.DaemonService.ListNetworks:input_type -> daemon.ListNetworksRequest
-	35, // 26: daemon.DaemonService.SelectNetworks:input_type -> daemon.SelectNetworksRequest
-	35, // 27: daemon.DaemonService.DeselectNetworks:input_type -> daemon.SelectNetworksRequest
-	0,  // 28: daemon.DaemonService.RotateSSHKey:input_type -> daemon.RotateSSHKeyRequest
-	14, // 29: daemon.DaemonService.Login:output_type -> daemon.LoginResponse
-	16, // 30: daemon.DaemonService.WaitSSOLogin:output_type -> daemon.WaitSSOLoginResponse
-	18, // 31: daemon.DaemonService.Up:output_type -> daemon.UpResponse
-	20, // 32: daemon.DaemonService.Status:output_type -> daemon.StatusResponse
-	28, // 33: daemon.DaemonService.Down:output_type -> daemon.DownResponse
-	30, // 34: daemon.DaemonService.GetConfig:output_type -> daemon.GetConfigResponse
-	32, // 35: daemon.DaemonService.Logout:output_type -> daemon.LogoutResponse
-	3,  // 36: daemon.DaemonService.SwitchProfile:output_type -> daemon.SwitchProfileResponse
-	5,  // 37: daemon.DaemonService.AddProfile:output_type -> daemon.AddProfileResponse
-	7,  // 38: daemon.DaemonService.RemoveProfile:output_type -> daemon.RemoveProfileResponse
-	9,  // 39: daemon.DaemonService.ListProfiles:output_type -> daemon.ListProfilesResponse
-	12, // 40: daemon.DaemonService.GetActiveProfile:output_type -> daemon.GetActiveProfileResponse
-	34, // 41: daemon.DaemonService.ListNetworks:output_type -> daemon.ListNetworksResponse
-	36, // 42: daemon.DaemonService.SelectNetworks:output_type -> daemon.SelectNetworksResponse
-	36, // 43: daemon.DaemonService.DeselectNetworks:output_type -> daemon.SelectNetworksResponse
-	1,  // 44: daemon.DaemonService.RotateSSHKey:output_type -> daemon.RotateSSHKeyResponse
-	29, // [29:45] is the sub-list for method output_type
-	13, // [13:29] is the sub-list for method input_type
+	12, // 0: daemon.ListProfilesResponse.profiles:type_name -> daemon.Profile
+	23, // 1: daemon.StatusResponse.fullStatus:type_name -> daemon.FullStatus
+	24, // 2: daemon.FullStatus.managementState:type_name -> daemon.ManagementState
+	25, // 3: daemon.FullStatus.signalState:type_name -> daemon.SignalState
+	27, // 4: daemon.FullStatus.localPeerState:type_name -> daemon.LocalPeerState
+	28, // 5: daemon.FullStatus.peers:type_name -> daemon.PeerState
+	26, // 6: daemon.FullStatus.relays:type_name -> daemon.RelayState
+	42, // 7: daemon.PeerState.connStatusUpdate:type_name -> google.protobuf.Timestamp
+	42, // 8: daemon.PeerState.lastWireguardHandshake:type_name -> google.protobuf.Timestamp
+	43, // 9: daemon.PeerState.latency:type_name -> google.protobuf.Duration
+	40, // 10: daemon.ListNetworksResponse.routes:type_name -> daemon.Network
+	41, // 11: daemon.Network.resolvedIPs:type_name -> daemon.Network.ResolvedIPsEntry
+	39, // 12: daemon.Network.ResolvedIPsEntry.value:type_name -> daemon.IPList
+	15, // 13: daemon.DaemonService.Login:input_type -> daemon.LoginRequest
+	17, // 14: daemon.DaemonService.WaitSSOLogin:input_type -> daemon.WaitSSOLoginRequest
+	19, // 15: daemon.DaemonService.Up:input_type -> daemon.UpRequest
+	21, // 16: daemon.DaemonService.Status:input_type -> daemon.StatusRequest
+	29, // 17: daemon.DaemonService.Down:input_type -> daemon.DownRequest
+	31, // 18: daemon.DaemonService.GetConfig:input_type -> daemon.GetConfigRequest
+	33, // 19: daemon.DaemonService.Logout:input_type -> daemon.LogoutRequest
+	4,  // 20: daemon.DaemonService.SwitchProfile:input_type -> daemon.SwitchProfileRequest
+	6,  // 21: daemon.DaemonService.AddProfile:input_type -> daemon.AddProfileRequest
+	8,  // 22: daemon.DaemonService.RemoveProfile:input_type -> daemon.RemoveProfileRequest
+	10, // 23: daemon.DaemonService.ListProfiles:input_type -> daemon.ListProfilesRequest
+	13, // 24: daemon.DaemonService.GetActiveProfile:input_type -> daemon.GetActiveProfileRequest
+	35, // 25: daemon.DaemonService.ListNetworks:input_type -> daemon.ListNetworksRequest
+	37, // 26: daemon.DaemonService.SelectNetworks:input_type -> daemon.SelectNetworksRequest
+	37, // 27: daemon.DaemonService.DeselectNetworks:input_type -> daemon.SelectNetworksRequest
+	2,  // 28: daemon.DaemonService.RotateSSHKey:input_type -> daemon.RotateSSHKeyRequest
+	0,  // 29: daemon.DaemonService.ReportSSHHostKeyMismatch:input_type -> daemon.ReportSSHHostKeyMismatchRequest
+	16, // 30: daemon.DaemonService.Login:output_type -> daemon.LoginResponse
+	18, // 31: daemon.DaemonService.WaitSSOLogin:output_type -> daemon.WaitSSOLoginResponse
+	20, // 32: daemon.DaemonService.Up:output_type -> daemon.UpResponse
+	22, // 33: daemon.DaemonService.Status:output_type -> daemon.StatusResponse
+	30, // 34: daemon.DaemonService.Down:output_type -> daemon.DownResponse
+	32, // 35: daemon.DaemonService.GetConfig:output_type -> daemon.GetConfigResponse
+	34, // 36: daemon.DaemonService.Logout:output_type -> daemon.LogoutResponse
+	5,  // 37: daemon.DaemonService.SwitchProfile:output_type -> daemon.SwitchProfileResponse
+	7,  // 38: daemon.DaemonService.AddProfile:output_type -> daemon.AddProfileResponse
+	9,  // 39: daemon.DaemonService.RemoveProfile:output_type -> daemon.RemoveProfileResponse
+	11, // 40: daemon.DaemonService.ListProfiles:output_type -> daemon.ListProfilesResponse
+	14, // 41: daemon.DaemonService.GetActiveProfile:output_type -> daemon.GetActiveProfileResponse
+	36, // 42: daemon.DaemonService.ListNetworks:output_type -> daemon.ListNetworksResponse
+	38, // 43: daemon.DaemonService.SelectNetworks:output_type -> daemon.SelectNetworksResponse
+	38, // 44: daemon.DaemonService.DeselectNetworks:output_type -> daemon.SelectNetworksResponse
+	3,  // 45: daemon.DaemonService.RotateSSHKey:output_type -> daemon.RotateSSHKeyResponse
+	1,  // 46: daemon.DaemonService.ReportSSHHostKeyMismatch:output_type -> daemon.ReportSSHHostKeyMismatchResponse
+	30, // [30:47] is the sub-list for method output_type
+	13, // [13:30] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -2849,18 +2969,18 @@ func file_daemon_proto_init() {
 	if File_daemon_proto != nil {
 		return
 	}
-	file_daemon_proto_msgTypes[2].OneofWrappers = []any{}
-	file_daemon_proto_msgTypes[13].OneofWrappers = []any{}
-	file_daemon_proto_msgTypes[17].OneofWrappers = []any{}
+	file_daemon_proto_msgTypes[4].OneofWrappers = []any{}
+	file_daemon_proto_msgTypes[15].OneofWrappers = []any{}
 	file_daemon_proto_msgTypes[19].OneofWrappers = []any{}
-	file_daemon_proto_msgTypes[31].OneofWrappers = []any{}
+	file_daemon_proto_msgTypes[21].OneofWrappers = []any{}
+	file_daemon_proto_msgTypes[33].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_daemon_proto_rawDesc), len(file_daemon_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,22 +24,23 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	DaemonService_Login_FullMethodName            = "/daemon.DaemonService/Login"
-	DaemonService_WaitSSOLogin_FullMethodName     = "/daemon.DaemonService/WaitSSOLogin"
-	DaemonService_Up_FullMethodName               = "/daemon.DaemonService/Up"
-	DaemonService_Status_FullMethodName           = "/daemon.DaemonService/Status"
-	DaemonService_Down_FullMethodName             = "/daemon.DaemonService/Down"
-	DaemonService_GetConfig_FullMethodName        = "/daemon.DaemonService/GetConfig"
-	DaemonService_Logout_FullMethodName           = "/daemon.DaemonService/Logout"
-	DaemonService_SwitchProfile_FullMethodName    = "/daemon.DaemonService/SwitchProfile"
-	DaemonService_AddProfile_FullMethodName       = "/daemon.DaemonService/AddProfile"
-	DaemonService_RemoveProfile_FullMethodName    = "/daemon.DaemonService/RemoveProfile"
-	DaemonService_ListProfiles_FullMethodName     = "/daemon.DaemonService/ListProfiles"
-	DaemonService_GetActiveProfile_FullMethodName = "/daemon.DaemonService/GetActiveProfile"
-	DaemonService_ListNetworks_FullMethodName     = "/daemon.DaemonService/ListNetworks"
-	DaemonService_SelectNetworks_FullMethodName   = "/daemon.DaemonService/SelectNetworks"
-	DaemonService_DeselectNetworks_FullMethodName = "/daemon.DaemonService/DeselectNetworks"
-	DaemonService_RotateSSHKey_FullMethodName     = "/daemon.DaemonService/RotateSSHKey"
+	DaemonService_Login_FullMethodName                    = "/daemon.DaemonService/Login"
+	DaemonService_WaitSSOLogin_FullMethodName             = "/daemon.DaemonService/WaitSSOLogin"
+	DaemonService_Up_FullMethodName                       = "/daemon.DaemonService/Up"
+	DaemonService_Status_FullMethodName                   = "/daemon.DaemonService/Status"
+	DaemonService_Down_FullMethodName                     = "/daemon.DaemonService/Down"
+	DaemonService_GetConfig_FullMethodName                = "/daemon.DaemonService/GetConfig"
+	DaemonService_Logout_FullMethodName                   = "/daemon.DaemonService/Logout"
+	DaemonService_SwitchProfile_FullMethodName            = "/daemon.DaemonService/SwitchProfile"
+	DaemonService_AddProfile_FullMethodName               = "/daemon.DaemonService/AddProfile"
+	DaemonService_RemoveProfile_FullMethodName            = "/daemon.DaemonService/RemoveProfile"
+	DaemonService_ListProfiles_FullMethodName             = "/daemon.DaemonService/ListProfiles"
+	DaemonService_GetActiveProfile_FullMethodName         = "/daemon.DaemonService/GetActiveProfile"
+	DaemonService_ListNetworks_FullMethodName             = "/daemon.DaemonService/ListNetworks"
+	DaemonService_SelectNetworks_FullMethodName           = "/daemon.DaemonService/SelectNetworks"
+	DaemonService_DeselectNetworks_FullMethodName         = "/daemon.DaemonService/DeselectNetworks"
+	DaemonService_RotateSSHKey_FullMethodName             = "/daemon.DaemonService/RotateSSHKey"
+	DaemonService_ReportSSHHostKeyMismatch_FullMethodName = "/daemon.DaemonService/ReportSSHHostKeyMismatch"
 )
 
 // DaemonServiceClient is the client API for DaemonService service.
@@ -67,6 +68,10 @@ type DaemonServiceClient interface {
 	// ssh rotate-key). Management gets it at a login first; the profile
 	// and the running SSH server take it only then.
 	RotateSSHKey(ctx context.Context, in *RotateSSHKeyRequest, opts ...grpc.CallOption) (*RotateSSHKeyResponse, error)
+	// Our own: `netbird ssh` tells the daemon a peer's SSH server presented
+	// a host key other than the map's; the daemon checks it and queues an
+	// audit event for management's activity log (reported by this peer).
+	ReportSSHHostKeyMismatch(ctx context.Context, in *ReportSSHHostKeyMismatchRequest, opts ...grpc.CallOption) (*ReportSSHHostKeyMismatchResponse, error)
 }
 
 type daemonServiceClient struct {
@@ -237,6 +242,16 @@ func (c *daemonServiceClient) RotateSSHKey(ctx context.Context, in *RotateSSHKey
 	return out, nil
 }
 
+func (c *daemonServiceClient) ReportSSHHostKeyMismatch(ctx context.Context, in *ReportSSHHostKeyMismatchRequest, opts ...grpc.CallOption) (*ReportSSHHostKeyMismatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportSSHHostKeyMismatchResponse)
+	err := c.cc.Invoke(ctx, DaemonService_ReportSSHHostKeyMismatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DaemonServiceServer is the server API for DaemonService service.
 // All implementations must embed UnimplementedDaemonServiceServer
 // for forward compatibility.
@@ -262,6 +277,10 @@ type DaemonServiceServer interface {
 	// ssh rotate-key). Management gets it at a login first; the profile
 	// and the running SSH server take it only then.
 	RotateSSHKey(context.Context, *RotateSSHKeyRequest) (*RotateSSHKeyResponse, error)
+	// Our own: `netbird ssh` tells the daemon a peer's SSH server presented
+	// a host key other than the map's; the daemon checks it and queues an
+	// audit event for management's activity log (reported by this peer).
+	ReportSSHHostKeyMismatch(context.Context, *ReportSSHHostKeyMismatchRequest) (*ReportSSHHostKeyMismatchResponse, error)
 	mustEmbedUnimplementedDaemonServiceServer()
 }
 
@@ -319,6 +338,9 @@ func (UnimplementedDaemonServiceServer) DeselectNetworks(context.Context, *Selec
 }
 func (UnimplementedDaemonServiceServer) RotateSSHKey(context.Context, *RotateSSHKeyRequest) (*RotateSSHKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RotateSSHKey not implemented")
+}
+func (UnimplementedDaemonServiceServer) ReportSSHHostKeyMismatch(context.Context, *ReportSSHHostKeyMismatchRequest) (*ReportSSHHostKeyMismatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportSSHHostKeyMismatch not implemented")
 }
 func (UnimplementedDaemonServiceServer) mustEmbedUnimplementedDaemonServiceServer() {}
 func (UnimplementedDaemonServiceServer) testEmbeddedByValue()                       {}
@@ -629,6 +651,24 @@ func _DaemonService_RotateSSHKey_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DaemonService_ReportSSHHostKeyMismatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportSSHHostKeyMismatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DaemonServiceServer).ReportSSHHostKeyMismatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DaemonService_ReportSSHHostKeyMismatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DaemonServiceServer).ReportSSHHostKeyMismatch(ctx, req.(*ReportSSHHostKeyMismatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DaemonService_ServiceDesc is the grpc.ServiceDesc for DaemonService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -699,6 +739,10 @@ var DaemonService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RotateSSHKey",
 			Handler:    _DaemonService_RotateSSHKey_Handler,
+		},
+		{
+			MethodName: "ReportSSHHostKeyMismatch",
+			Handler:    _DaemonService_ReportSSHHostKeyMismatch_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

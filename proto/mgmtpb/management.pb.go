@@ -396,6 +396,11 @@ const (
 	WiremeshSSHEvent_SESSION_START WiremeshSSHEvent_Type = 1
 	WiremeshSSHEvent_SESSION_END   WiremeshSSHEvent_Type = 2
 	WiremeshSSHEvent_REFUSED       WiremeshSSHEvent_Type = 3
+	// The reporting peer's own SSH client (netbird ssh) refused a server
+	// whose host key is not the one the network map gives for the peer
+	// it dialed: the reporter is the source, targetIp the peer dialed;
+	// sourceIp is empty.
+	WiremeshSSHEvent_HOST_KEY_MISMATCH WiremeshSSHEvent_Type = 4
 )
 
 // Enum value maps for WiremeshSSHEvent_Type.
@@ -405,12 +410,14 @@ var (
 		1: "SESSION_START",
 		2: "SESSION_END",
 		3: "REFUSED",
+		4: "HOST_KEY_MISMATCH",
 	}
 	WiremeshSSHEvent_Type_value = map[string]int32{
-		"UNKNOWN":       0,
-		"SESSION_START": 1,
-		"SESSION_END":   2,
-		"REFUSED":       3,
+		"UNKNOWN":           0,
+		"SESSION_START":     1,
+		"SESSION_END":       2,
+		"REFUSED":           3,
+		"HOST_KEY_MISMATCH": 4,
 	}
 )
 
@@ -1271,9 +1278,16 @@ type WiremeshSSHEvent struct {
 	// The user (IdP user ID) whose token the client logged in with, for a
 	// token (JWT) login; empty for a login with the peer's key. Management
 	// records it only if it names a user of the reporting peer's account.
-	JwtUser       string `protobuf:"bytes,11,opt,name=jwtUser,proto3" json:"jwtUser,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	JwtUser string `protobuf:"bytes,11,opt,name=jwtUser,proto3" json:"jwtUser,omitempty"`
+	// HOST_KEY_MISMATCH only: the overlay address and port dialed, and the
+	// SHA256 fingerprints (OpenSSH's SHA256:... form) of the host key the
+	// server presented and of the one the reporter's map gives.
+	TargetIp                string `protobuf:"bytes,12,opt,name=targetIp,proto3" json:"targetIp,omitempty"`
+	TargetPort              uint32 `protobuf:"varint,13,opt,name=targetPort,proto3" json:"targetPort,omitempty"`
+	PresentedKeyFingerprint string `protobuf:"bytes,14,opt,name=presentedKeyFingerprint,proto3" json:"presentedKeyFingerprint,omitempty"`
+	ExpectedKeyFingerprint  string `protobuf:"bytes,15,opt,name=expectedKeyFingerprint,proto3" json:"expectedKeyFingerprint,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *WiremeshSSHEvent) Reset() {
@@ -1379,6 +1393,34 @@ func (x *WiremeshSSHEvent) GetForward() string {
 func (x *WiremeshSSHEvent) GetJwtUser() string {
 	if x != nil {
 		return x.JwtUser
+	}
+	return ""
+}
+
+func (x *WiremeshSSHEvent) GetTargetIp() string {
+	if x != nil {
+		return x.TargetIp
+	}
+	return ""
+}
+
+func (x *WiremeshSSHEvent) GetTargetPort() uint32 {
+	if x != nil {
+		return x.TargetPort
+	}
+	return 0
+}
+
+func (x *WiremeshSSHEvent) GetPresentedKeyFingerprint() string {
+	if x != nil {
+		return x.PresentedKeyFingerprint
+	}
+	return ""
+}
+
+func (x *WiremeshSSHEvent) GetExpectedKeyFingerprint() string {
+	if x != nil {
+		return x.ExpectedKeyFingerprint
 	}
 	return ""
 }
@@ -6876,7 +6918,7 @@ const file_management_proto_rawDesc = "" +
 	"\aRELAYED\x10\x03\"j\n" +
 	"\x18WiremeshSSHEventsRequest\x124\n" +
 	"\x06events\x18\x01 \x03(\v2\x1c.management.WiremeshSSHEventR\x06events\x12\x18\n" +
-	"\adropped\x18\x02 \x01(\x04R\adropped\"\xae\x04\n" +
+	"\adropped\x18\x02 \x01(\x04R\adropped\"\xf3\x05\n" +
 	"\x10WiremeshSSHEvent\x125\n" +
 	"\x04type\x18\x01 \x01(\x0e2!.management.WiremeshSSHEvent.TypeR\x04type\x12\x1a\n" +
 	"\bsourceIp\x18\x02 \x01(\tR\bsourceIp\x12\x1a\n" +
@@ -6889,12 +6931,19 @@ const file_management_proto_rawDesc = "" +
 	"\x03pty\x18\t \x01(\bR\x03pty\x12\x18\n" +
 	"\aforward\x18\n" +
 	" \x01(\tR\aforward\x12\x18\n" +
-	"\ajwtUser\x18\v \x01(\tR\ajwtUser\"D\n" +
+	"\ajwtUser\x18\v \x01(\tR\ajwtUser\x12\x1a\n" +
+	"\btargetIp\x18\f \x01(\tR\btargetIp\x12\x1e\n" +
+	"\n" +
+	"targetPort\x18\r \x01(\rR\n" +
+	"targetPort\x128\n" +
+	"\x17presentedKeyFingerprint\x18\x0e \x01(\tR\x17presentedKeyFingerprint\x126\n" +
+	"\x16expectedKeyFingerprint\x18\x0f \x01(\tR\x16expectedKeyFingerprint\"[\n" +
 	"\x04Type\x12\v\n" +
 	"\aUNKNOWN\x10\x00\x12\x11\n" +
 	"\rSESSION_START\x10\x01\x12\x0f\n" +
 	"\vSESSION_END\x10\x02\x12\v\n" +
-	"\aREFUSED\x10\x03\"^\n" +
+	"\aREFUSED\x10\x03\x12\x15\n" +
+	"\x11HOST_KEY_MISMATCH\x10\x04\"^\n" +
 	"\x04Kind\x12\x10\n" +
 	"\fKIND_UNKNOWN\x10\x00\x12\t\n" +
 	"\x05SHELL\x10\x01\x12\b\n" +

@@ -72,7 +72,7 @@ func root() *cobra.Command {
 	pf.StringVar(&g.psk, "preshared-key", "", "WireGuard pre-shared key (not supported yet; must be empty)")
 	pf.StringVarP(&g.hostname, "hostname", "n", "", "peer name (default: the machine's hostname)")
 	pf.StringVarP(&g.config, "config", "c", "", "profile config file (default: $NB_STATE_DIR/config.json)")
-	cmd.AddCommand(upCmd(g), downCmd(g), statusCmd(g), versionCmd(), serviceCmd(g), loginCmd(g), logoutCmd(g, "logout"), logoutCmd(g, "deregister"), profileCmd(g), debugCmd(g), networksCmd(g), sshCmd(g), sshConfigCmd(g))
+	cmd.AddCommand(upCmd(g), downCmd(g), statusCmd(g), versionCmd(), serviceCmd(g), loginCmd(g), logoutCmd(g, "logout"), logoutCmd(g, "deregister"), profileCmd(g), debugCmd(g), networksCmd(g), sshCmd(g), sshConfigCmd(g), sftpServerCmd())
 	return cmd
 }
 
@@ -344,7 +344,7 @@ func upForeground(ctx context.Context, g *globals, f upFlags, setupKey string, c
 		DisableClientRoutes: cfg.DisableClientRoutes, DisableServerRoutes: cfg.DisableServerRoutes, BlockLANAccess: cfg.BlockLANAccess,
 		AllowServerSSH: cfg.ServerSSHAllowed, AllowSSHRoot: cfg.EnableSSHRoot,
 		AllowSSHLocalForwarding: cfg.EnableSSHLocalPortForwarding, AllowSSHRemoteForwarding: cfg.EnableSSHRemotePortForwarding, SSHKey: cfg.RotatedSSHKey(),
-		DisableSSHAuth: cfg.DisableSSHAuth, ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true", KernelWG: os.Getenv("NB_WG_KERNEL") == "true",
+		DisableSSHAuth: cfg.DisableSSHAuth, ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true", KernelWG: os.Getenv("NB_WG_KERNEL") == "true", SFTPCommand: sftpCommand(log),
 		OnFatal: func(err error) { fatal <- err },
 		Bundle: &debugbundle.Source{Version: "netbird " + version.String(), Level: level, LogFile: logFileOf(g), Stacks: true,
 			Profile: func() (state.Config, error) { return state.Load(g.configPath()) }}})

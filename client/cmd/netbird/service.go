@@ -97,7 +97,7 @@ func newDaemon(g *globals) (*daemon.Server, error) {
 	}
 	return daemon.New(version.Wire(), log, daemon.Options{StateDir: state.Dir(), ConfigPath: g.config, ForceRelay: os.Getenv("NB_FORCE_RELAY") == "true",
 		Firewall: os.Getenv("NB_FIREWALL"), KernelWG: os.Getenv("NB_WG_KERNEL") == "true", MetricsAddr: g.metricsAddr,
-		LogFile: logFileOf(g), LogLevel: level}), nil
+		LogFile: logFileOf(g), LogLevel: level, SFTPCommand: sftpCommand(log)}), nil
 }
 
 func (p *program) Stop(service.Service) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/pem"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
@@ -88,7 +90,9 @@ func findPeer(peers []*daemonpb.PeerState, name string) (sshTarget, error) {
 	}
 	switch len(found) {
 	case 0:
-		return sshTarget{}, fmt.Errorf("no peer %q in this peer's network map (see `netbird status -d`)", name)
+		// Management sends a peer only the peers a policy connects it
+		// with: no tunnel, no packet, so say so rather than time out.
+		return sshTarget{}, fmt.Errorf("%s is not in this peer's network map: no policy connects them, or no such peer exists (see `netbird status -d`)", name)
 	case 1:
 	default:
 		var names []string
@@ -141,6 +145,10 @@ func runSSH(ctx context.Context, g *globals, f sshFlags, target, command string)
 	defer stop()
 	addr := net.JoinHostPort(t.ip, strconv.Itoa(f.port))
 	client, err := sshclient.DialWithToken(ctx, addr, userName, signer, t.hostKey, sshToken(g.configPath(), f.noBrowser, t.name, t.ip, os.Stderr))
+	var hke *sshclient.HostKeyError
+	if errors.As(err, &hke) {
+		return fmt.Errorf("ssh %s@%s (%s): %w; %s", userName, t.name, addr, err, reportHostKeyMismatch(ctx, g, t.ip, f.port, userName, hke.Presented))
+	}
 	if err != nil {
 		return fmt.Errorf("ssh %s@%s (%s): %w", userName, t.name, addr, err)
 	}
@@ -208,6 +216,25 @@ func runSSH(ctx context.Context, g *globals, f sshFlags, target, command string)
 	return nil
 }
 
+// reportHostKeyMismatch tells the daemon the server at ip:port presented
+// key instead of the map's, for the activity log, and says whether it
+// was reported. The refusal stands either way; the report only waits a
+// few seconds.
+func reportHostKeyMismatch(ctx context.Context, g *globals, ip string, port int, userName string, key ssh.PublicKey) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, closeConn, err := g.daemon(ctx)
+	if err != nil {
+		return fmt.Sprintf("not reported to management's activity log: %v", err)
+	}
+	defer closeConn()
+	_, err = c.ReportSSHHostKeyMismatch(ctx, &daemonpb.ReportSSHHostKeyMismatchRequest{PeerIp: ip, Port: uint32(port), UnixUser: userName, PresentedHostKey: key.Marshal()})
+	if err != nil {
+		return fmt.Sprintf("not reported to management's activity log: %v", plain(err))
+	}
+	return "reported to management's activity log"
+}
+
 // defaultSSHUser is the remote user when none is given: under sudo
 // (which netbird ssh needs, to read this peer's key) the user who ran
 // sudo, as ssh run by that user would pick, else the current user.
@@ -256,6 +283,10 @@ func sshHelperCmds(g *globals) []*cobra.Command {
 			if err != nil {
 				return err
 			}
+			port, err := strconv.ParseUint(args[1], 10, 16)
+			if err != nil || port == 0 {
+				return fmt.Errorf("PORT %q is not a TCP port", args[1])
+			}
 			var d net.Dialer
 			c, err := d.DialContext(cmd.Context(), "tcp", net.JoinHostPort(t.ip, args[1]))
 			if err != nil {
@@ -268,7 +299,19 @@ func sshHelperCmds(g *globals) []*cobra.Command {
 				_, _ = io.Copy(c, os.Stdin)
 				_ = c.(*net.TCPConn).CloseWrite()
 			}()
-			_, err = io.Copy(os.Stdout, c)
+			// OpenSSH checks the host key (KnownHostsCommand); the tap
+			// only sees which key the server presents, to report a
+			// mismatch before OpenSSH gets it (OpenSSH kills its proxy
+			// command when it gives up). The remote user is not known
+			// here.
+			tap := &sshclient.KexTap{HostKey: func(k ssh.PublicKey) {
+				if bytes.Equal(k.Marshal(), t.hostKey.Marshal()) {
+					return
+				}
+				fmt.Fprintf(os.Stderr, "netbird ssh proxy: %s presented host key %s, the network map says %s; %s\n",
+					t.name, ssh.FingerprintSHA256(k), ssh.FingerprintSHA256(t.hostKey), reportHostKeyMismatch(cmd.Context(), g, t.ip, int(port), "", k))
+			}}
+			_, err = io.Copy(io.MultiWriter(tap, os.Stdout), c)
 			return err
 		},
 	}

@@ -28,7 +28,7 @@ func TestFindPeer(t *testing.T) {
 			t.Errorf("%s: %+v %v", name, got, err)
 		}
 	}
-	for name, want := range map[string]string{"nope": "no peer", "db": "has no SSH key", "dup": "several peers", "bad": "SSH public key"} {
+	for name, want := range map[string]string{"nope": "nope is not in this peer's network map: no policy connects them", "db": "has no SSH key", "dup": "several peers", "bad": "SSH public key"} {
 		if _, err := findPeer(peers, name); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", name, err, want)
 		}

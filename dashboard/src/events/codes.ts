@@ -28,6 +28,7 @@ const descriptions: Record<string, string> = {
   "peer.ssh.session.end": "SSH session to a peer ended",
   "peer.ssh.session.refused": "SSH access to a peer refused",
   "peer.ssh.events.dropped": "SSH events lost by a peer (its queue was full)",
+  "peer.ssh.hostkey.mismatch": "SSH server of a peer presented a host key other than the network map's",
   // Users
   "user.join": "User joined the account",
   "user.invite": "User invited",
