@@ -13,16 +13,20 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/wiremesh/wiremesh/client/sshaudit"
+	"github.com/wiremesh/wiremesh/client/sshclient"
 	"github.com/wiremesh/wiremesh/client/sshserver"
 	"github.com/wiremesh/wiremesh/proto/daemonpb"
 )
 
 // Bounds of host key mismatch reports: each local user (by the socket's
 // peer credentials) gets mismatchBurst at once, then one per
-// mismatchEvery; all users together mismatchTotal per mismatchWindow.
-// Management limits this peer's events again (management/sshaudit); these
-// keep one local user from filling the agent's event queue and pushing
-// the SSH server's own refusals out of it.
+// mismatchEvery; all users but root together mismatchTotal per
+// mismatchWindow. Management limits this peer's events again
+// (management/sshaudit); these keep one local user from filling the
+// agent's event queue and pushing the SSH server's own refusals out of
+// it. Root is held only to its own bucket: `netbird ssh` runs as root (it
+// reads the peer's key), so the total must not let another local user
+// silence it.
 const (
 	mismatchBurst   = 10
 	mismatchEvery   = 6 * time.Second // 10 a minute
@@ -42,7 +46,8 @@ const (
 // client saw a wrong host key at that peer" - attributed to this peer,
 // reported_by this peer, as the machine's own users saw it - which
 // grants nothing and changes no state. The daemon still checks what it
-// can: the address must be a peer of its map, the expected key is taken
+// can: the address must be a peer of its map, the port one its agent's
+// SSH server listens on (22, 22022), the expected key is taken
 // from its own map (not from the caller) and must differ from the key
 // presented, and callers are limited per user and in all.
 func (s *Server) ReportSSHHostKeyMismatch(ctx context.Context, req *daemonpb.ReportSSHHostKeyMismatchRequest) (*daemonpb.ReportSSHHostKeyMismatchResponse, error) {
@@ -50,13 +55,22 @@ func (s *Server) ReportSSHHostKeyMismatch(ctx context.Context, req *daemonpb.Rep
 	if !ok {
 		return nil, status.Error(codes.PermissionDenied, "host key mismatch reports are taken only through the daemon socket")
 	}
+	// Every call is charged, refused ones too: looking the peer up reads
+	// the engine's status (WireGuard's counters), which a caller should
+	// not get for free.
+	if !s.mismatches.take(uid) {
+		return nil, status.Errorf(codes.ResourceExhausted, "too many host key mismatch reports: at most %d a minute per user, %d in all for users other than root", int(time.Minute/mismatchEvery), mismatchTotal)
+	}
 	ip, err := netip.ParseAddr(req.GetPeerIp())
 	if err != nil || ip.Zone() != "" {
 		return nil, status.Errorf(codes.InvalidArgument, "peer_ip %q is not an IP address", truncate(req.GetPeerIp(), 64))
 	}
 	ip = ip.Unmap()
-	if req.GetPort() == 0 || req.GetPort() > 65535 {
-		return nil, status.Errorf(codes.InvalidArgument, "port %d is not a TCP port", req.GetPort())
+	if req.GetPort() > 65535 || !sshclient.MeshPort(int(req.GetPort())) {
+		// Any other port is some other SSH server, with its own key:
+		// no forgery of the map's.
+		return nil, status.Errorf(codes.InvalidArgument, "port %d is not an SSH port of the peer's agent (%d or %d): only its host key is in the network map",
+			req.GetPort(), sshserver.Port, sshserver.InternalPort)
 	}
 	if len(req.GetUnixUser()) > maxReportedUser {
 		return nil, status.Errorf(codes.InvalidArgument, "unix_user is longer than %d bytes", maxReportedUser)
@@ -88,9 +102,6 @@ func (s *Server) ReportSSHHostKeyMismatch(ctx context.Context, req *daemonpb.Rep
 	}
 	if bytes.Equal(presented.Marshal(), expected.Marshal()) {
 		return nil, status.Errorf(codes.InvalidArgument, "presented_host_key is the key the network map gives for %s: no mismatch", ip)
-	}
-	if !s.mismatches.take(uid) {
-		return nil, status.Errorf(codes.ResourceExhausted, "too many host key mismatch reports: at most %d a minute per user, %d in all", int(time.Minute/mismatchEvery), mismatchTotal)
 	}
 	m := sshaudit.HostKeyMismatch{Target: ip, Port: uint16(req.GetPort()), User: req.GetUnixUser(),
 		Presented: ssh.FingerprintSHA256(presented), Expected: ssh.FingerprintSHA256(expected), At: s.mismatches.now()}
@@ -141,6 +152,7 @@ func newReportLimiter(now func() time.Time) *reportLimiter {
 }
 
 // take spends one report of uid, or reports that it is over a bound.
+// Root (uid 0) is not counted in, nor held to, the total.
 func (l *reportLimiter) take(uid uint32) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -148,12 +160,14 @@ func (l *reportLimiter) take(uid uint32) bool {
 	if now.Sub(l.windowStart) >= mismatchWindow || now.Before(l.windowStart) {
 		l.windowStart, l.inWindow = now, 0
 	}
-	if l.inWindow >= mismatchTotal {
+	root := uid == 0
+	if !root && l.inWindow >= mismatchTotal {
 		return false
 	}
 	b, ok := l.buckets[uid]
 	if !ok {
-		if len(l.buckets) >= mismatchCallers {
+		// Root always finds room (the table holds one more at most).
+		if !root && len(l.buckets) >= mismatchCallers {
 			l.forgetFull(now)
 			if len(l.buckets) >= mismatchCallers {
 				return false
@@ -170,7 +184,9 @@ func (l *reportLimiter) take(uid uint32) bool {
 		return false
 	}
 	b.tokens--
-	l.inWindow++
+	if !root {
+		l.inWindow++
+	}
 	return true
 }
 

@@ -29,12 +29,22 @@ type mismatchEngine struct {
 	*fakeEngine
 	peers []engine.PeerStatus
 
-	mu  sync.Mutex
-	got []sshaudit.HostKeyMismatch
+	mu          sync.Mutex
+	got         []sshaudit.HostKeyMismatch
+	statusCalls int
 }
 
 func (m *mismatchEngine) Status() engine.Status {
+	m.mu.Lock()
+	m.statusCalls++
+	m.mu.Unlock()
 	return engine.Status{MgmtConnected: true, Peers: m.peers}
+}
+
+func (m *mismatchEngine) statusRead() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.statusCalls
 }
 
 func (m *mismatchEngine) RecordSSHHostKeyMismatch(h sshaudit.HostKeyMismatch) {
@@ -65,9 +75,12 @@ func newSSHKey(t *testing.T) ssh.PublicKey {
 // TestReportSSHHostKeyMismatch: netbird ssh's report of a forged host key
 // is taken from any local user through the socket, only for a peer of
 // the map with an SSH key there, only when the key presented is not the
-// map's, and queued with both fingerprints (the expected one from the
-// daemon's own map); a user past 10 at once, or all users past 60 a
-// minute, are refused; nothing is queued for a refused report.
+// map's, only for the agent's SSH ports (22, 22022: any other port is
+// another server with its own key), and queued with both fingerprints
+// (the expected one from the daemon's own map); a user past 10 at once,
+// or all users but root past 60 a minute, are refused, refused calls
+// counting too (and refused before the engine's status is read); nothing
+// is queued for a refused report.
 func TestReportSSHHostKeyMismatch(t *testing.T) {
 	ctx := context.Background()
 	as := func(uid uint32) context.Context {
@@ -89,6 +102,7 @@ func TestReportSSHHostKeyMismatch(t *testing.T) {
 	}}
 	s.eng = eng
 
+	uid := uint32(500)
 	for name, tc := range map[string]struct {
 		ctx  context.Context
 		mut  func(*daemonpb.ReportSSHHostKeyMismatchRequest)
@@ -102,12 +116,19 @@ func TestReportSSHHostKeyMismatch(t *testing.T) {
 		"no key in the map":     {as(1000), func(r *daemonpb.ReportSSHHostKeyMismatchRequest) { r.PeerIp = "100.64.0.8" }, codes.FailedPrecondition, "no usable SSH key"},
 		"no port":               {as(1000), func(r *daemonpb.ReportSSHHostKeyMismatchRequest) { r.Port = 0 }, codes.InvalidArgument, "port"},
 		"port out of range":     {as(1000), func(r *daemonpb.ReportSSHHostKeyMismatchRequest) { r.Port = 70000 }, codes.InvalidArgument, "port"},
+		"another port":          {as(1000), func(r *daemonpb.ReportSSHHostKeyMismatchRequest) { r.Port = 2222 }, codes.InvalidArgument, "port 2222 is not an SSH port of the peer's agent (22 or 22022)"},
+		"port 22 + 65536":       {as(1000), func(r *daemonpb.ReportSSHHostKeyMismatchRequest) { r.Port = 65536 + 22 }, codes.InvalidArgument, "port"},
 		"garbage key":           {as(1000), func(r *daemonpb.ReportSSHHostKeyMismatchRequest) { r.PresentedHostKey = []byte("ssh-ed25519 AAAA") }, codes.InvalidArgument, "presented_host_key"},
 		"the map's own key":     {as(1000), func(r *daemonpb.ReportSSHHostKeyMismatchRequest) { r.PresentedHostKey = mapKey.Marshal() }, codes.InvalidArgument, "no mismatch"},
 		"user too long":         {as(1000), func(r *daemonpb.ReportSSHHostKeyMismatchRequest) { r.UnixUser = strings.Repeat("u", 300) }, codes.InvalidArgument, "unix_user"},
 	} {
 		r := req()
 		tc.mut(r)
+		if tc.ctx != ctx {
+			// Each its own user: refused calls are charged too.
+			uid++
+			tc.ctx = as(uid)
+		}
 		_, err := s.ReportSSHHostKeyMismatch(tc.ctx, r)
 		if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: got %v, want %v saying %q", name, err, tc.code, tc.says)
@@ -116,6 +137,25 @@ func TestReportSSHHostKeyMismatch(t *testing.T) {
 	if got := eng.recorded(); len(got) != 0 {
 		t.Fatalf("refused reports queued %v", got)
 	}
+	clock = clock.Add(time.Minute) // a new window for the total
+
+	// Refused calls cost as good ones, and past the bound the engine's
+	// status is no longer read.
+	notInMap := req()
+	notInMap.PeerIp = "100.64.0.99"
+	for i := range mismatchBurst {
+		if _, err := s.ReportSSHHostKeyMismatch(as(4000), notInMap); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("refused report %d: %v", i+1, err)
+		}
+	}
+	reads := eng.statusRead()
+	if _, err := s.ReportSSHHostKeyMismatch(as(4000), req()); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("after %d refused reports: %v, want ResourceExhausted", mismatchBurst, err)
+	}
+	if eng.statusRead() != reads {
+		t.Fatal("a call over the bound read the engine's status")
+	}
+	clock = clock.Add(time.Minute)
 
 	// A good report, from an unprivileged user, by the IPv6 address too.
 	if _, err := s.ReportSSHHostKeyMismatch(as(1000), req()); err != nil {
@@ -166,9 +206,35 @@ func TestReportSSHHostKeyMismatch(t *testing.T) {
 	if got := len(eng.recorded()); got != 60 {
 		t.Fatalf("%d queued, want 60", got)
 	}
+	// Root is held to its own 10 at once, not to the total, nor does it
+	// count in it: `netbird ssh` runs as root, and no other local user
+	// can silence it.
+	for i := range mismatchBurst {
+		if _, err := s.ReportSSHHostKeyMismatch(as(0), req()); err != nil {
+			t.Fatalf("root's report %d with the total spent: %v", i+1, err)
+		}
+	}
+	if _, err := s.ReportSSHHostKeyMismatch(as(0), req()); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("root's 11th report at once: %v, want ResourceExhausted", err)
+	}
+	if _, err := s.ReportSSHHostKeyMismatch(as(3001), req()); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("another user with the total spent: %v, want ResourceExhausted", err)
+	}
 	clock = clock.Add(time.Minute)
 	if _, err := s.ReportSSHHostKeyMismatch(as(3000), req()); err != nil {
 		t.Fatalf("next minute: %v", err)
+	}
+	// Root's reports of the last minute do not count in this one's.
+	n = 0
+	for uid := uint32(5000); uid < 5010; uid++ {
+		for range 10 {
+			if _, err := s.ReportSSHHostKeyMismatch(as(uid), req()); err == nil {
+				n++
+			}
+		}
+	}
+	if n != 60-1 {
+		t.Fatalf("%d reports taken in the minute after root's, want %d", n, 60-1)
 	}
 }
 
@@ -181,16 +247,19 @@ func TestReportLimiterCallersBounded(t *testing.T) {
 	// in a minute: users who spent their whole allowance, as after many
 	// minutes of reports.
 	for uid := range uint32(mismatchCallers) {
-		l.buckets[uid] = &bucket{tokens: 0, at: clock}
+		l.buckets[uid+1] = &bucket{tokens: 0, at: clock}
 	}
 	if l.take(99999) {
 		t.Fatal("a new user got in with the table full of users still refilling")
+	}
+	if !l.take(0) {
+		t.Fatal("root found no room in a full table")
 	}
 	clock = clock.Add(mismatchBurst * mismatchEvery)
 	if !l.take(99999) {
 		t.Fatal("refilled users were not forgotten")
 	}
-	if len(l.buckets) > mismatchCallers {
+	if len(l.buckets) > mismatchCallers+1 { // root's on top
 		t.Fatalf("%d buckets, bound %d", len(l.buckets), mismatchCallers)
 	}
 }

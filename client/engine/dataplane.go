@@ -105,8 +105,9 @@ func (u userspaceFirewall) SetOverlay6(local netip.Addr, overlay netip.Prefix) {
 	u.f.SetOverlay6(local, overlay)
 }
 func (u userspaceFirewall) SetRouting(r acl.Routing) { u.f.SetRouting(r) }
-func (u userspaceFirewall) SetServices(s acl.Services) {
-	u.f.SetServices(s)
+func (u userspaceFirewall) SetServices(s acl.Services) error {
+	u.f.SetServices(s) // in memory: cannot fail
+	return nil
 }
 func (userspaceFirewall) close() {}
 
@@ -141,10 +142,13 @@ func (n nftFirewall) SetRouting(r acl.Routing) {
 	}
 }
 
-func (n nftFirewall) SetServices(s acl.Services) {
+// SetServices returns the kernel's refusal for the caller to retry
+// (openSSHPorts); the previous table stays.
+func (n nftFirewall) SetServices(s acl.Services) error {
 	if err := n.f.SetServices(s); err != nil {
-		n.log.Error("firewall: SSH ports not opened to the map's peers; the previous rules stay", "err", err)
+		return fmt.Errorf("nftables: open services: %w", err)
 	}
+	return nil
 }
 
 func (n nftFirewall) close() {

@@ -206,8 +206,12 @@ func sshAccess(nm *mgmtpb.NetworkMap, self key.Public, warn func(string, ...any)
 		}
 		k, err := sshserver.ParsePeerKey(rp.GetSshConfig().GetSshPubKey())
 		if err != nil {
-			warn("peer's SSH key not understood; it cannot log in", "peer", rp.GetFqdn(), "err", err)
-			continue
+			// It stays, without a key: the firewall lets it reach the
+			// ports, and the server must know it is a map peer to tell
+			// it when no policy lets it in (and to hold it to the
+			// no-policy caps), or to let it log in with a token.
+			warn("peer's SSH key not understood; it cannot log in with a key", "peer", rp.GetFqdn(), "err", err)
+			k = nil
 		}
 		ips := parsePrefixes(rp.GetAllowedIps())
 		// A peer without a key stays: it may log in with a token.

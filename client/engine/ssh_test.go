@@ -51,9 +51,12 @@ func TestSSHAccess(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			warned = nil
 			a := sshAccess(tc.nm, self.Public(), warn)
-			// c has no key: it stays, for a token login (NetBird's JWT check).
-			if len(a.Peers) != 2 || a.Peers[0].Name != "b.mesh" || a.Peers[0].IP != netip.MustParseAddr("100.64.0.2") || a.Peers[0].Key == nil ||
-				a.Peers[1].Name != "c.mesh" || a.Peers[1].Key != nil {
+			// c has no key: it stays, for a token login (NetBird's JWT
+			// check); so does d, whose key does not parse: the server
+			// must know it for a map peer to refuse it with a reason.
+			if len(a.Peers) != 3 || a.Peers[0].Name != "b.mesh" || a.Peers[0].IP != netip.MustParseAddr("100.64.0.2") || a.Peers[0].Key == nil ||
+				a.Peers[1].Name != "c.mesh" || a.Peers[1].Key != nil ||
+				a.Peers[2].Name != "d.mesh" || a.Peers[2].IP != netip.MustParseAddr("100.64.0.4") || a.Peers[2].Key != nil {
 				t.Fatalf("peers %+v", a.Peers)
 			}
 			if a.AllowAll != tc.allowAll || len(a.Rules) != len(tc.rules) || (len(tc.rules) > 0 && a.Rules[0] != tc.rules[0]) {

@@ -10,9 +10,9 @@ import (
 )
 
 // serviceSetter is a firewall that opens ports of this host to every map
-// peer (both of ours are).
+// peer (both of ours are). On error it keeps the services it had.
 type serviceSetter interface {
-	SetServices(s acl.Services)
+	SetServices(s acl.Services) error
 }
 
 // openSSHPorts makes the firewall let the map's peers reach the SSH
@@ -23,8 +23,10 @@ type serviceSetter interface {
 // out (as Tailscale SSH does). Only the ports the server holds open: one
 // it could not take (the host's sshd on 22) stays closed, or the host's
 // own sshd would be reachable without a policy. Pre-authentication, the
-// server's caps bound what such a peer can do (sshserver.maxPreAuth*,
-// the handshake timeout and the Refused event limiter).
+// server's caps bound what such a peer can do (sshserver.maxNoPolicy*:
+// slots of their own, never those of peers with a policy, and one
+// handshake per source per 10 s; the handshake timeout and the Refused
+// event limiter).
 func (e *Engine) openSSHPorts() {
 	f, ok := e.filter.(serviceSetter)
 	if !ok {
@@ -36,7 +38,14 @@ func (e *Engine) openSSHPorts() {
 	if slices.Equal(s.Ports, e.ssh.opened.Ports) && slices.Equal(s.Peers, e.ssh.opened.Peers) {
 		return
 	}
-	f.SetServices(s)
+	// Recorded only once applied: a firewall that refused the change
+	// keeps the previous ports (open, after a failed close), and the
+	// next map, finding them differ, tries again.
+	if err := f.SetServices(s); err != nil {
+		e.log.Error("firewall: SSH ports to the map's peers not changed; the previous rules stay, retried at the next network map",
+			"ports", s.Ports, "err", err)
+		return
+	}
 	e.ssh.opened = s
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/wiremesh/wiremesh/client/acl"
+	"github.com/wiremesh/wiremesh/client/sshserver"
 	"github.com/wiremesh/wiremesh/internal/key"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
@@ -20,9 +22,20 @@ type servicesFirewall struct {
 	ruleSetter // unused methods: nil, never called here
 	mu         sync.Mutex
 	got        acl.Services
+	fail       error // refuse every change with it, keeping got
+	calls      int
 }
 
-func (f *servicesFirewall) SetServices(s acl.Services) { f.mu.Lock(); f.got = s; f.mu.Unlock() }
+func (f *servicesFirewall) SetServices(s acl.Services) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.fail != nil {
+		return f.fail
+	}
+	f.got = s
+	return nil
+}
 
 func (f *servicesFirewall) services() acl.Services { f.mu.Lock(); defer f.mu.Unlock(); return f.got }
 
@@ -89,4 +102,56 @@ func TestSSHOpensPortsToMapPeers(t *testing.T) {
 	if d := cmp.Diff(acl.Services{}, fw.services(), cmpAddr, cmpPort); d != "" {
 		t.Errorf("engine stopped: ports still open (-want +got):\n%s", d)
 	}
+}
+
+// TestSSHPortsRetried: a firewall refusing a change of the SSH ports
+// keeps the previous ones, and the engine does not take them for
+// applied: the next map tries again, to open them and, after a failed
+// close, to close them (else they would stay open with nothing to
+// retry).
+func TestSSHPortsRetried(t *testing.T) {
+	self, _ := key.NewPrivate()
+	hk, err := sshserver.HostKey(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := sshserver.New(sshserver.Options{HostKey: hk}) // serves nothing: openSSHPorts only needs it running
+	defer srv.Close()
+	fw := &servicesFirewall{fail: errors.New("kernel says no")}
+	e := &Engine{o: Options{Private: self}, log: slog.New(slog.DiscardHandler), filter: fw}
+	addr := netip.MustParseAddr("100.64.0.1")
+	e.ssh.srv, e.ssh.addr, e.ssh.ports = srv, addr, []uint16{22}
+	e.ssh.peers = []netip.Addr{netip.MustParseAddr("100.64.0.2")}
+	open := acl.Services{Ports: []netip.AddrPort{netip.AddrPortFrom(addr, 22)}, Peers: e.ssh.peers}
+	cmpAddr := cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
+	cmpPort := cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })
+	setFail := func(err error) { fw.mu.Lock(); fw.fail = err; fw.mu.Unlock() }
+
+	e.openSSHPorts() // refused
+	setFail(nil)
+	e.openSSHPorts() // the next map
+	if d := cmp.Diff(open, fw.services(), cmpAddr, cmpPort); d != "" {
+		t.Errorf("open refused once, then retried (-want +got):\n%s", d)
+	}
+
+	e.ssh.srv = nil // the server stops: close, refused
+	setFail(errors.New("kernel says no"))
+	e.openSSHPorts()
+	if d := cmp.Diff(open, fw.services(), cmpAddr, cmpPort); d != "" {
+		t.Fatalf("the failing firewall changed (-want +got):\n%s", d)
+	}
+	setFail(nil)
+	e.openSSHPorts()
+	if d := cmp.Diff(acl.Services{}, fw.services(), cmpAddr, cmpPort); d != "" {
+		t.Errorf("close refused once, then retried: still open (-want +got):\n%s", d)
+	}
+	// Applied: later maps change nothing more.
+	fw.mu.Lock()
+	calls := fw.calls
+	fw.mu.Unlock()
+	e.openSSHPorts()
+	if fw.mu.Lock(); fw.calls != calls {
+		t.Errorf("an unchanged map rewrote the firewall")
+	}
+	fw.mu.Unlock()
 }

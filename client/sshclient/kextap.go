@@ -14,16 +14,18 @@ import (
 // (RFC 4253 §8, RFC 5656 §4, RFC 8731; RFC 4419 §3 for group exchange,
 // whose reply is message 33). The bytes are the server's, so hostile:
 // the tap never errors or blocks the stream, reads at most maxTapped
-// bytes and stops at the first NEWKEYS or anything it cannot parse.
+// bytes and stops at the first host key, NEWKEYS or anything it cannot
+// parse.
 type KexTap struct {
-	// HostKey is called once for each host key the server presents
-	// before NEWKEYS (once in a normal exchange), before the bytes
-	// carrying it go on to the client.
+	// HostKey is called with the first host key the server presents,
+	// before the bytes carrying it go on to the client; the tap stops
+	// there (a normal exchange carries one, and a hostile server could
+	// send many replies before NEWKEYS to flood the callback).
 	HostKey func(ssh.PublicKey)
 
 	buf     []byte
-	off     int  // parsed up to here
-	version bool // the server's version line was read
+	off     int    // parsed up to here
+	version []byte // the server's version line, once read
 	done    bool
 	total   int
 }
@@ -53,15 +55,20 @@ func (k *KexTap) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Done reports whether the tap has stopped reading (NEWKEYS seen, or
-// something it does not understand).
+// Done reports whether the tap has stopped reading (a host key or
+// NEWKEYS seen, or something it does not understand).
 func (k *KexTap) Done() bool { return k.done }
+
+// ServerVersion is the server's identification line (without CR LF; ""
+// until read). The server's bytes, at most maxLineBytes: see MeshServer
+// and PrintableVersion.
+func (k *KexTap) ServerVersion() string { return string(k.version) }
 
 func (k *KexTap) stop() { k.done, k.buf = true, nil }
 
 func (k *KexTap) parse() {
 	lines := 0
-	for !k.done && !k.version {
+	for !k.done && k.version == nil {
 		rest := k.buf[k.off:]
 		i := bytes.IndexByte(rest, '\n')
 		if i < 0 {
@@ -78,7 +85,7 @@ func (k *KexTap) parse() {
 		k.off += i + 1
 		lines++
 		if len(line) >= 4 && string(line[:4]) == "SSH-" {
-			k.version = true
+			k.version = bytes.Clone(bytes.TrimSuffix(line, []byte("\r")))
 		}
 	}
 	for !k.done {
@@ -113,8 +120,12 @@ func (k *KexTap) parse() {
 			// A group-exchange group (also 31) starts with the prime:
 			// no key parses from it.
 			if blob, ok := sshString(payload[1:]); ok {
-				if pk, err := ssh.ParsePublicKey(blob); err == nil && k.HostKey != nil {
-					k.HostKey(pk)
+				if pk, err := ssh.ParsePublicKey(blob); err == nil {
+					k.stop()
+					if k.HostKey != nil {
+						k.HostKey(pk)
+					}
+					return
 				}
 			}
 		}

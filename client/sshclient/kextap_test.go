@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/binary"
 	"net"
 	"os"
 	"path/filepath"
@@ -112,7 +113,7 @@ func (r *recConn) Read(p []byte) (int, error) {
 // TestKexTap: from the server's bytes of real handshakes (each key
 // exchange x/crypto speaks, group exchange included; ed25519, ECDSA and
 // RSA host keys), fed in pieces of every size, the tap finds the host
-// key the server presented, exactly once, and stops at NEWKEYS; garbage
+// key the server presented, exactly once, and stops there; garbage
 // and oversized input stop it without a key.
 func TestKexTap(t *testing.T) {
 	ed := tapSigner(t, "ed25519")
@@ -143,7 +144,7 @@ func TestKexTap(t *testing.T) {
 				t.Fatalf("%s in chunks of %d: %d keys found, want the server's once", tc.kex, chunk, len(got))
 			}
 			if !tap.Done() {
-				t.Fatalf("%s: the tap did not stop at NEWKEYS", tc.kex)
+				t.Fatalf("%s: the tap did not stop", tc.kex)
 			}
 		}
 	}
@@ -221,4 +222,51 @@ func FuzzKexTap(f *testing.F) {
 			t.Fatalf("%d keys from %d bytes, %d buffered", keys, len(b), len(tap.buf))
 		}
 	})
+}
+
+// TestKexTapFirstKeyOnly: a hostile server sending key exchange replies
+// over and over before NEWKEYS gets the callback called once, for the
+// first key, and the tap stops reading there; the server's version line
+// is kept (without CR LF) for telling a mesh agent's server from others.
+func TestKexTapFirstKeyOnly(t *testing.T) {
+	first, other := tapSigner(t, "ed25519").PublicKey(), tapSigner(t, "ed25519").PublicKey()
+	packet := func(payload []byte) []byte {
+		const pad = 4
+		b := binary.BigEndian.AppendUint32(nil, uint32(1+len(payload)+pad))
+		b = append(b, pad)
+		b = append(b, payload...)
+		return append(b, make([]byte, pad)...)
+	}
+	reply := func(k ssh.PublicKey) []byte {
+		return packet(append([]byte{msgKexReply}, ssh.Marshal(struct{ K []byte }{k.Marshal()})...))
+	}
+	stream := []byte("SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+	stream = append(stream, reply(first)...)
+	for range 1000 {
+		stream = append(stream, reply(other)...)
+	}
+	stream = append(stream, packet([]byte{msgNewKeys})...)
+	for _, chunk := range []int{1, 64, len(stream)} {
+		var got []ssh.PublicKey
+		tap := &KexTap{HostKey: func(k ssh.PublicKey) { got = append(got, k) }}
+		for i := 0; i < len(stream); i += chunk {
+			_, _ = tap.Write(stream[i:min(i+chunk, len(stream))])
+		}
+		if len(got) != 1 || !bytes.Equal(got[0].Marshal(), first.Marshal()) {
+			t.Fatalf("chunks of %d: %d keys reported, want the first once", chunk, len(got))
+		}
+		if !tap.Done() || tap.buf != nil {
+			t.Fatalf("chunks of %d: the tap kept reading after the first key", chunk)
+		}
+		if v := tap.ServerVersion(); v != "SSH-2.0-OpenSSH_9.2p1 Debian-2" {
+			t.Fatalf("chunks of %d: server version %q", chunk, v)
+		}
+	}
+	// A real handshake: the version is our server's, as sent.
+	stream = handshake(t, "curve25519-sha256", tapSigner(t, "ed25519"))
+	tap := &KexTap{}
+	_, _ = tap.Write(stream)
+	if v := tap.ServerVersion(); v != "SSH-2.0-Go" {
+		t.Fatalf("version of x/crypto's server read as %q", v)
+	}
 }

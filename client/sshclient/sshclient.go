@@ -31,6 +31,11 @@ var ErrHostKey = errors.New("host key mismatch")
 type HostKeyError struct {
 	Addr                string
 	Presented, Expected ssh.PublicKey
+	// ServerVersion is the identification line the server sent (without
+	// CR LF; the server's bytes, so untrusted): netbird ssh tells a
+	// mesh agent's server (MeshServer) from another SSH server on the
+	// same port.
+	ServerVersion string
 }
 
 func (e *HostKeyError) Error() string {
@@ -56,12 +61,15 @@ func DialWithToken(ctx context.Context, addr, user string, signer ssh.Signer, ho
 		return nil, fmt.Errorf("no SSH host key for %s in the network map (is SSH enabled on that peer?)", addr)
 	}
 	var banner string
+	// The host key callback and the password callback read the server's
+	// version line from vc (set before the handshake starts).
+	var vc *versionConn
 	cfg := &ssh.ClientConfig{
 		User: user,
 		Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
 		HostKeyCallback: func(_ string, _ net.Addr, k ssh.PublicKey) error {
 			if !bytes.Equal(k.Marshal(), hostKey.Marshal()) {
-				return &HostKeyError{Addr: addr, Presented: k, Expected: hostKey}
+				return &HostKeyError{Addr: addr, Presented: k, Expected: hostKey, ServerVersion: vc.version()}
 			}
 			return nil
 		},
@@ -71,7 +79,6 @@ func DialWithToken(ctx context.Context, addr, user string, signer ssh.Signer, ho
 		// disabled, locked account) in a banner.
 		BannerCallback: func(m string) error { banner = strings.TrimSpace(m); return nil },
 	}
-	var vc *versionConn
 	if token != nil {
 		cfg.Auth = append(cfg.Auth, ssh.PasswordCallback(func() (string, error) {
 			// Our agents' servers take a token only from peers without a
@@ -359,5 +366,5 @@ func (v *versionConn) Read(p []byte) (int, error) {
 func (v *versionConn) version() string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return string(v.line)
+	return strings.TrimSuffix(string(v.line), "\r")
 }

@@ -86,10 +86,15 @@ type Server struct {
 
 	mu     sync.Mutex
 	lns    []net.Listener
-	raw    map[net.Conn]struct{} // connections still in the handshake
-	perSrc map[netip.Addr]int    // of raw, by source
-	conns  map[*conn]struct{}
-	closed bool
+	raw    map[net.Conn]bool  // connections still in the handshake: true if a no-policy slot
+	perSrc map[netip.Addr]int // of raw in the shared slots, by source
+	// noPolicy are the connections of raw from map peers no policy lets
+	// in, kept out of the shared slots; toldAt when each such source
+	// was last admitted (policy.go).
+	noPolicy map[netip.Addr]int
+	toldAt   map[netip.Addr]time.Time
+	conns    map[*conn]struct{}
+	closed   bool
 }
 
 // New creates a server that serves nothing until Serve.
@@ -108,7 +113,8 @@ func New(o Options) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{o: o, log: o.Log, refuse: newLogLimiter(o.Log, o.Now), refusals: newRefusalLimiter(o.Now), ctx: ctx, cancel: cancel,
-		raw: map[net.Conn]struct{}{}, perSrc: map[netip.Addr]int{}, conns: map[*conn]struct{}{}}
+		raw: map[net.Conn]bool{}, perSrc: map[netip.Addr]int{}, noPolicy: map[netip.Addr]int{}, toldAt: map[netip.Addr]time.Time{},
+		conns: map[*conn]struct{}{}}
 }
 
 // SetAccess replaces what the network map allows and decides again for
@@ -171,26 +177,32 @@ func (s *Server) Serve(ln net.Listener) {
 
 // admit decides, before any SSH byte is read, whether c may start a
 // handshake: it comes from the overlay and the pre-authentication limits
-// leave room. An admitted connection is tracked until release.
+// leave room. A map peer no policy lets in is held to limits of its own
+// (admitNoPolicy). An admitted connection is tracked until release.
 func (s *Server) admit(c net.Conn) bool {
 	from := addrOf(c.RemoteAddr())
 	if !s.o.Overlay.IsValid() || !s.o.Overlay.Contains(from) {
 		s.refuse.warn("ssh connection dropped: source outside the mesh", "from", from, "overlay", s.o.Overlay)
 		return false
 	}
+	refusal := s.access.Load().policyRefusal(from)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.closed:
+	if s.closed {
 		return false
-	case len(s.raw) >= maxPreAuth:
+	}
+	if refusal != nil {
+		return s.admitNoPolicy(c, from, refusal)
+	}
+	switch {
+	case len(s.raw)-s.noPolicyTotal() >= maxPreAuth:
 		s.refuse.warn("ssh connection dropped: too many unauthenticated connections", "from", from, "limit", maxPreAuth)
 		return false
 	case s.perSrc[from] >= maxPreAuthPerSource:
 		s.refuse.warn("ssh connection dropped: too many unauthenticated connections from this source", "from", from, "limit", maxPreAuthPerSource)
 		return false
 	}
-	s.raw[c] = struct{}{}
+	s.raw[c] = false
 	s.perSrc[from]++
 	return true
 }
@@ -200,12 +212,17 @@ func (s *Server) release(c net.Conn) {
 	from := addrOf(c.RemoteAddr())
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.raw[c]; !ok {
+	noPolicy, ok := s.raw[c]
+	if !ok {
 		return
 	}
 	delete(s.raw, c)
-	if s.perSrc[from]--; s.perSrc[from] <= 0 {
-		delete(s.perSrc, from)
+	count := s.perSrc
+	if noPolicy {
+		count = s.noPolicy
+	}
+	if count[from]--; count[from] <= 0 {
+		delete(count, from)
 	}
 }
 
@@ -217,8 +234,8 @@ func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true
 	lns, raw, conns := s.lns, s.raw, s.conns
-	s.lns, s.raw, s.conns = nil, map[net.Conn]struct{}{}, map[*conn]struct{}{}
-	s.perSrc = map[netip.Addr]int{}
+	s.lns, s.raw, s.conns = nil, map[net.Conn]bool{}, map[*conn]struct{}{}
+	s.perSrc, s.noPolicy = map[netip.Addr]int{}, map[netip.Addr]int{}
 	s.mu.Unlock()
 	s.cancel()
 	for _, ln := range lns {

@@ -16,7 +16,7 @@ import (
 // expected, the port and the user ("" through `netbird ssh proxy`).
 func checkSSHHostKeyAudit(t *testing.T, api API, ids map[string]string, ipB string, forged ssh.PublicKey, b *Agent, user string) {
 	t.Helper()
-	want := map[string]string{"reported_by": ids["a"], "source_peer_id": ids["a"], "ip": ipB, "port": "2222", "unix_user": user,
+	want := map[string]string{"reported_by": ids["a"], "source_peer_id": ids["a"], "ip": ipB, "port": "22022", "unix_user": user,
 		"presented_key_fingerprint": ssh.FingerprintSHA256(forged), "expected_key_fingerprint": ssh.FingerprintSHA256(agentSSHKey(t, b).PublicKey())}
 	var got []string
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {

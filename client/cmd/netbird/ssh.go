@@ -147,7 +147,9 @@ func runSSH(ctx context.Context, g *globals, f sshFlags, target, command string)
 	client, err := sshclient.DialWithToken(ctx, addr, userName, signer, t.hostKey, sshToken(g.configPath(), f.noBrowser, t.name, t.ip, os.Stderr))
 	var hke *sshclient.HostKeyError
 	if errors.As(err, &hke) {
-		return fmt.Errorf("ssh %s@%s (%s): %w; %s", userName, t.name, addr, err, reportHostKeyMismatch(ctx, g, t.ip, f.port, userName, hke.Presented))
+		return hostKeyMismatchError(userName, t, addr, f.port, hke, func() string {
+			return reportHostKeyMismatch(ctx, g, t.ip, f.port, userName, hke.Presented)
+		})
 	}
 	if err != nil {
 		return fmt.Errorf("ssh %s@%s (%s): %w", userName, t.name, addr, err)
@@ -214,6 +216,69 @@ func runSSH(ctx context.Context, g *globals, f sshFlags, target, command string)
 		return exitError{code}
 	}
 	return nil
+}
+
+// hostKeyVerdict decides what a host key other than the map's means,
+// presented at port of peer name by a server identifying as version:
+// report is true only for a mesh agent's server on one of its ports (a
+// possible forgery, for the activity log); otherwise why says what it is
+// instead. A host whose own sshd holds port 22 (our server then serves on
+// 22022 only) or a server on another port presents its own key, and
+// reporting that would fill the activity log with false alarms.
+func hostKeyVerdict(name string, port int, version string) (report bool, why string) {
+	if !sshclient.MeshServer(version) {
+		why = fmt.Sprintf("port %d of %s is served by another SSH server (%s), not %s's wiremesh SSH server",
+			port, name, sshclient.PrintableVersion(version), name)
+		if port != sshserver.InternalPort {
+			why += fmt.Sprintf("; try -p %d", sshserver.InternalPort)
+		}
+		return false, why
+	}
+	if !sshclient.MeshPort(port) {
+		return false, fmt.Sprintf("not reported to management's activity log: port %d is not an SSH port of %s's agent (%d or %d)",
+			port, name, sshserver.Port, sshserver.InternalPort)
+	}
+	return true, ""
+}
+
+// hostKeyMismatchError is `netbird ssh`'s error for a server that
+// presented another host key than the map's; report (called only for a
+// possible forgery) tells the daemon and says how that went.
+func hostKeyMismatchError(userName string, t sshTarget, addr string, port int, hke *sshclient.HostKeyError, report func() string) error {
+	ok, why := hostKeyVerdict(t.name, port, hke.ServerVersion)
+	switch {
+	case ok:
+		return fmt.Errorf("ssh %s@%s (%s): %w; %s", userName, t.name, addr, hke, report())
+	case sshclient.MeshServer(hke.ServerVersion):
+		return fmt.Errorf("ssh %s@%s (%s): %w; %s", userName, t.name, addr, hke, why)
+	default:
+		return fmt.Errorf("ssh %s@%s (%s): %s", userName, t.name, addr, why)
+	}
+}
+
+// proxyTap is `netbird ssh proxy`'s look at the key exchange: when the
+// server presents another host key than the map's, it says so on w and,
+// for a possible forgery (hostKeyVerdict), reports it with report before
+// the bytes go on to OpenSSH (which kills its proxy command when it
+// gives up).
+func proxyTap(w io.Writer, t sshTarget, port int, report func(ssh.PublicKey) string) *sshclient.KexTap {
+	tap := &sshclient.KexTap{}
+	tap.HostKey = func(k ssh.PublicKey) {
+		if bytes.Equal(k.Marshal(), t.hostKey.Marshal()) {
+			return
+		}
+		ok, why := hostKeyVerdict(t.name, port, tap.ServerVersion())
+		switch {
+		case ok:
+			why = report(k)
+		case !sshclient.MeshServer(tap.ServerVersion()):
+			fmt.Fprintf(w, "netbird ssh proxy: %s\n", why)
+			return
+		}
+		fmt.Fprintf(w, "netbird ssh proxy: %s presented host key %s, the network map says %s; %s\n",
+			t.name, ssh.FingerprintSHA256(k), ssh.FingerprintSHA256(t.hostKey), why)
+	}
+	return tap
 }
 
 // reportHostKeyMismatch tells the daemon the server at ip:port presented
@@ -300,17 +365,11 @@ func sshHelperCmds(g *globals) []*cobra.Command {
 				_ = c.(*net.TCPConn).CloseWrite()
 			}()
 			// OpenSSH checks the host key (KnownHostsCommand); the tap
-			// only sees which key the server presents, to report a
-			// mismatch before OpenSSH gets it (OpenSSH kills its proxy
-			// command when it gives up). The remote user is not known
-			// here.
-			tap := &sshclient.KexTap{HostKey: func(k ssh.PublicKey) {
-				if bytes.Equal(k.Marshal(), t.hostKey.Marshal()) {
-					return
-				}
-				fmt.Fprintf(os.Stderr, "netbird ssh proxy: %s presented host key %s, the network map says %s; %s\n",
-					t.name, ssh.FingerprintSHA256(k), ssh.FingerprintSHA256(t.hostKey), reportHostKeyMismatch(cmd.Context(), g, t.ip, int(port), "", k))
-			}}
+			// only sees which key the server presents. The remote user
+			// is not known here.
+			tap := proxyTap(os.Stderr, t, int(port), func(k ssh.PublicKey) string {
+				return reportHostKeyMismatch(cmd.Context(), g, t.ip, int(port), "", k)
+			})
 			_, err = io.Copy(io.MultiWriter(tap, os.Stdout), c)
 			return err
 		},
