@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/wiremesh/wiremesh/client/sshserver"
+	"github.com/wiremesh/wiremesh/internal/unixuser"
 	"github.com/wiremesh/wiremesh/proto/mgmtpb"
 )
 
@@ -36,7 +37,6 @@ const (
 	MaxBatch          = 64
 	DefaultMaxQueued  = 512
 	DefaultMaxBytes   = 128 << 10
-	maxUser           = 64
 	maxReason         = 256
 	maxForward        = 262
 	maxJWTUser        = 256
@@ -162,7 +162,7 @@ func (r *Reporter) RecordHostKeyMismatch(m HostKeyMismatch) {
 	ev := &mgmtpb.WiremeshSSHEvent{Type: mgmtpb.WiremeshSSHEvent_HOST_KEY_MISMATCH, At: timestamppb.New(m.At),
 		TargetIp: m.Target.Unmap().WithZone("").String(), TargetPort: uint32(m.Port),
 		PresentedKeyFingerprint: m.Presented, ExpectedKeyFingerprint: m.Expected}
-	if validUser(m.User) {
+	if unixuser.Valid(m.User) {
 		ev.UnixUser = m.User
 	}
 	r.enqueue(ev)
@@ -318,28 +318,11 @@ func wireEvent(e sshserver.Event) *mgmtpb.WiremeshSSHEvent {
 	if ev.Kind == mgmtpb.WiremeshSSHEvent_KIND_UNKNOWN && ev.Type != mgmtpb.WiremeshSSHEvent_REFUSED {
 		return nil
 	}
-	if validUser(e.User) {
+	if unixuser.Valid(e.User) {
 		ev.UnixUser = e.User
 	}
 	ev.JwtUser = clean(e.JWTUser, maxJWTUser, true)
 	return ev
-}
-
-// validUser is management's rule for a Unix user name; another name is
-// sent as empty.
-func validUser(u string) bool {
-	if len(u) > maxUser || strings.HasPrefix(u, "-") {
-		return false
-	}
-	for i, r := range u {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-', r == '@':
-		case r == '$' && i == len(u)-1 && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // clean makes s printable UTF-8 of at most n bytes: other runes (and

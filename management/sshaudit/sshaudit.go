@@ -21,6 +21,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/wiremesh/wiremesh/internal/unixuser"
 	"github.com/wiremesh/wiremesh/management/account"
 	"github.com/wiremesh/wiremesh/management/store"
 )
@@ -98,7 +99,7 @@ type Event struct {
 // Limits of a report.
 const (
 	MaxBatch    = 64
-	MaxUser     = 64
+	MaxUser     = unixuser.MaxLen
 	MaxReason   = 256
 	MaxForward  = 262 // a 255-byte host name, ':' and a port
 	MaxJWTUser  = 256
@@ -147,7 +148,7 @@ func Check(e Event, now time.Time) error {
 	default:
 		return bad("type", "unknown")
 	}
-	if !validUser(e.User) {
+	if !unixuser.Valid(e.User) {
 		return bad("unix_user", fmt.Sprintf("must be at most %d letters, digits, '.', '_', '-', '@' (a trailing '$' allowed), not starting with '-'", MaxUser))
 	}
 	if e.Kind > RemoteForward || (e.Kind == KindNone && e.Type != Refused && e.Type != HostKeyMismatch) {
@@ -215,24 +216,6 @@ func validFingerprint(f string) bool {
 	}
 	for _, r := range b64 {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '+' || r == '/') {
-			return false
-		}
-	}
-	return true
-}
-
-// validUser: a POSIX-portable user name (what useradd accepts by
-// default), also with '@' (directory users, user@domain), or empty (an
-// agent sends a name that is none of these as empty).
-func validUser(u string) bool {
-	if len(u) > MaxUser || strings.HasPrefix(u, "-") {
-		return false
-	}
-	for i, r := range u {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-', r == '@':
-		case r == '$' && i == len(u)-1 && i > 0:
-		default:
 			return false
 		}
 	}
